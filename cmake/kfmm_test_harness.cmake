@@ -1,0 +1,47 @@
+# kfmm_add_test_suite(NAME SOURCES ... [RANKS 1 2 3 4] [THREADS 1 2] [LABELS ...] [FILTER gtest-filter])
+# Builds one GoogleTest executable (with the shared MPI + Kokkos main) and registers it with
+# ctest at every rank count (oversubscribed, 1 thread per rank) and, on one rank, at every
+# OpenMP thread count. Labels: `unit` on one rank, `mpi` on several, plus the given ones.
+set(KFMM_TEST_ENVIRONMENT
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1
+  OMPI_MCA_btl_vader_single_copy_mechanism=none
+  OMP_PROC_BIND=false ASAN_OPTIONS=detect_leaks=0)
+
+function(kfmm_add_test_executable name)
+  add_executable(${name} ${ARGN} ${PROJECT_SOURCE_DIR}/unit_tests/test_main.cpp)
+  target_link_libraries(${name} PRIVATE kfmm::kfmm GTest::gtest)
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/unit_tests)
+endfunction()
+
+function(kfmm_register_test name executable)
+  cmake_parse_arguments(T "" "FILTER" "RANKS;THREADS;LABELS;ARGS" ${ARGN})
+  if(NOT T_RANKS)
+    set(T_RANKS 1)
+  endif()
+  if(NOT T_THREADS)
+    set(T_THREADS 1)
+  endif()
+  set(filter_args)
+  if(T_FILTER)
+    set(filter_args --gtest_filter=${T_FILTER})
+  endif()
+  foreach(np ${T_RANKS})
+    if(np EQUAL 1)
+      set(thread_counts ${T_THREADS})
+      set(kind unit)
+    else()
+      set(thread_counts 1)
+      set(kind mpi)
+    endif()
+    foreach(nt ${thread_counts})
+      set(test_name ${name}.np${np}.t${nt})
+      add_test(NAME ${test_name}
+               COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe ${MPIEXEC_NUMPROC_FLAG} ${np}
+                       $<TARGET_FILE:${executable}> ${filter_args} ${T_ARGS})
+      set_tests_properties(${test_name} PROPERTIES
+        ENVIRONMENT "${KFMM_TEST_ENVIRONMENT};OMP_NUM_THREADS=${nt}"
+        LABELS "${kind};${T_LABELS}" PROCESSORS ${np})
+    endforeach()
+  endforeach()
+endfunction()

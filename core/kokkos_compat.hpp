@@ -1,0 +1,124 @@
+#pragma once
+/// \file
+/// \brief The one place that knows which Kokkos version we compile against (3.4 … 5.x).
+///
+/// Every spelling that differs between Kokkos 3.4.1 and 5.2.2 goes through this header;
+/// no other file may test KOKKOS_VERSION (see ../shared/reference/kokkos_style_and_compat.md).
+#include <Kokkos_Core.hpp>
+#include <Kokkos_Sort.hpp>
+
+#include <cstdint>
+
+#define KFMM_KOKKOS_VERSION_GE(M, m, p) (KOKKOS_VERSION >= ((M)*10000 + (m)*100 + (p)))
+
+// Reductions over user structs need a volatile join before Kokkos 3.7.
+#if KFMM_KOKKOS_VERSION_GE(3, 7, 0)
+#define KFMM_KOKKOS_NEEDS_VOLATILE_JOIN 0
+#else
+#define KFMM_KOKKOS_NEEDS_VOLATILE_JOIN 1
+#endif
+
+namespace kfmm::compat {
+
+/// Device-callable math; `using` declarations so they cost nothing.
+namespace math {
+#if KFMM_KOKKOS_VERSION_GE(3, 7, 0)
+using Kokkos::exp;
+using Kokkos::fabs;
+using Kokkos::floor;
+using Kokkos::isfinite;
+using Kokkos::log;
+using Kokkos::pow;
+using Kokkos::sqrt;
+#else
+using Kokkos::Experimental::exp;
+using Kokkos::Experimental::fabs;
+using Kokkos::Experimental::floor;
+using Kokkos::Experimental::isfinite;
+using Kokkos::Experimental::log;
+using Kokkos::Experimental::pow;
+using Kokkos::Experimental::sqrt;
+#endif
+
+#if KFMM_KOKKOS_VERSION_GE(4, 1, 0)
+using Kokkos::rsqrt;
+#else
+KOKKOS_INLINE_FUNCTION float rsqrt(float x) { return 1.0f / sqrt(x); }
+KOKKOS_INLINE_FUNCTION double rsqrt(double x) { return 1.0 / sqrt(x); }
+#endif
+
+template <class T>
+KOKKOS_INLINE_FUNCTION constexpr T min(T a, T b) { return b < a ? b : a; }
+template <class T>
+KOKKOS_INLINE_FUNCTION constexpr T max(T a, T b) { return a < b ? b : a; }
+template <class T>
+KOKKOS_INLINE_FUNCTION constexpr T pi_v() { return T(3.141592653589793238462643383279502884L); }
+}  // namespace math
+
+/// Number of threads (or equivalent) of an execution space instance.
+template <class ExecutionSpace>
+int concurrency(ExecutionSpace const& space) {
+  return space.concurrency();
+}
+
+/// Fence one instance with a label where Kokkos supports labels.
+template <class ExecutionSpace>
+void fence(ExecutionSpace const& space, char const* label) {
+#if KFMM_KOKKOS_VERSION_GE(3, 5, 0)
+  space.fence(label);
+#else
+  (void)label;
+  space.fence();
+#endif
+}
+
+/// RAII profiling region (Kokkos::Profiling::ScopedRegion only exists from 4.1).
+class ScopedRegion {
+ public:
+  explicit ScopedRegion(std::string const& name) { Kokkos::Profiling::pushRegion(name); }
+  ~ScopedRegion() { Kokkos::Profiling::popRegion(); }
+  ScopedRegion(ScopedRegion const&) = delete;
+  ScopedRegion& operator=(ScopedRegion const&) = delete;
+};
+
+/// Sorts a View of keys in place (ascending).
+template <class ExecutionSpace, class View>
+void sort(ExecutionSpace const& space, View const& view) {
+#if KFMM_KOKKOS_VERSION_GE(3, 6, 0)
+  Kokkos::sort(space, view);
+#else
+  space.fence();
+  Kokkos::sort(view);
+#endif
+}
+
+/// Name of the backend of an execution space ("OpenMP", "Cuda", ...).
+template <class ExecutionSpace>
+char const* backend_name() {
+  return ExecutionSpace::name();
+}
+
+/// Whether a backend runs on a GPU (then ranks pick devices and GPU checks apply).
+template <class ExecutionSpace>
+constexpr bool is_gpu_backend() {
+#if defined(KOKKOS_ENABLE_CUDA)
+  if (std::is_same<ExecutionSpace, Kokkos::Cuda>::value) return true;
+#endif
+#if defined(KOKKOS_ENABLE_HIP) && KFMM_KOKKOS_VERSION_GE(4, 0, 0)
+  if (std::is_same<ExecutionSpace, Kokkos::HIP>::value) return true;
+#elif defined(KOKKOS_ENABLE_HIP)
+  if (std::is_same<ExecutionSpace, Kokkos::Experimental::HIP>::value) return true;
+#endif
+  return false;
+}
+
+/// Command-line flag that sets the device id Kokkos initialises with.
+inline char const* device_id_flag() {
+#if KFMM_KOKKOS_VERSION_GE(3, 7, 0)
+  return "--kokkos-device-id=";
+#else
+  return "--kokkos-device=";
+#endif
+}
+
+}  // namespace kfmm::compat
