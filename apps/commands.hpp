@@ -8,5 +8,8 @@ namespace kfmm::app {
 
 void add_ic_command(CLI::App& app, Environment& environment);
 void add_info_command(CLI::App& app, Environment& environment);
+void add_run_command(CLI::App& app, Environment& environment);
+void add_forces_command(CLI::App& app, Environment& environment);
+void add_bench_command(CLI::App& app, Environment& environment);
 
 }  // namespace kfmm::app

@@ -4,6 +4,7 @@
 
 #include <kfmm/build_config.hpp>
 #include <kfmm/core/error.hpp>
+#include <kfmm/core/types.hpp>
 
 #include <fmt/format.h>
 
@@ -19,6 +20,9 @@ int main(int argc, char** argv) {
     app.require_subcommand(1);
     kfmm::app::add_ic_command(app, environment);
     kfmm::app::add_info_command(app, environment);
+    kfmm::app::add_run_command(app, environment);
+    kfmm::app::add_forces_command(app, environment);
+    kfmm::app::add_bench_command(app, environment);
     try {
       app.parse(argc, argv);
     } catch (CLI::ParseError const& e) {

@@ -8,7 +8,7 @@ install(TARGETS kfmm EXPORT kfmmTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 foreach(module ${KFMM_MODULES})
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${module}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kfmm/${module}
-          FILES_MATCHING PATTERN "*.hpp")
+          FILES_MATCHING PATTERN "*.hpp" PATTERN "hdf5_handle.hpp" EXCLUDE)
 endforeach()
 install(FILES ${KFMM_BUILD_INCLUDE}/kfmm/build_config.hpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kfmm)
 

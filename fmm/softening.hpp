@@ -13,8 +13,16 @@ enum class SofteningKind {
   Spline    ///< GADGET's cubic spline with h = 2.8 ε; K = 1/r beyond h
 };
 
-SofteningKind parse_softening_kind(std::string const& name);  ///< "plummer" | "spline"
+/// "plummer" | "spline"; throws kfmm::Error naming the valid kinds otherwise.
+SofteningKind parse_softening_kind(std::string const& name);
+/// The name accepted by parse_softening_kind.
 std::string to_string(SofteningKind kind);
+
+/// \brief The kernel length h of pair_kernel for a softening length ε: ε for Plummer, 2.8 ε for
+/// the spline (whose K(0) = 1/ε then equals Plummer's).
+KOKKOS_INLINE_FUNCTION double softening_h(SofteningKind kind, double eps) {
+  return kind == SofteningKind::Spline ? 2.8 * eps : eps;
+}
 
 /// \brief Pair kernel value K(r) and radial factor F(r) = −K'(r)/r, so that the acceleration
 /// of i due to j is −G m_j F(r) (x_i − x_j) and its potential −G m_j K(r).

@@ -1,0 +1,145 @@
+// `kfmm bench`: times the force solver on generated or file particles (under mpirun too) and
+// measures its accuracy against direct summation on a sample of targets.
+#include "commands.hpp"
+#include "fmm_options.hpp"
+
+#include <kfmm/comm/initial_conditions.hpp>
+#include <kfmm/fmm/accuracy.hpp>
+#include <kfmm/fmm/solver.hpp>
+#include <kfmm/io/particle_file.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <vector>
+
+namespace kfmm::app {
+
+namespace {
+
+struct BenchOptions {
+  std::string ic = "clumps";
+  std::string input;
+  std::uint64_t n = 1000000;
+  std::uint64_t seed = ICOptions{}.seed;
+  int clumps = ICOptions{}.clumps;
+  int repeat = 3;
+  std::uint64_t samples = 1000;
+  bool json = false;
+};
+
+// Per-phase seconds of the slowest rank, averaged over the timed repeats.
+std::vector<std::pair<std::string, double>> slowest_phases(Context const& context,
+                                                           std::vector<ForceStats> const& runs) {
+  std::vector<std::pair<std::string, double>> phases;
+  for (auto const& [name, seconds] : runs.front().phases) {
+    double sum = 0;
+    for (auto const& run : runs) sum += run.seconds(name);
+    double mean = sum / runs.size(), slowest = 0;
+    MPI_Allreduce(&mean, &slowest, 1, MPI_DOUBLE, MPI_MAX, context.comm());
+    phases.emplace_back(name, slowest);
+  }
+  return phases;
+}
+
+void bench(Environment const& environment, BenchOptions const& options, FMMConfig const& config) {
+  Context const& context = environment.world();
+  Particles<HostSpace> host;
+  std::string source;
+  if (!options.input.empty()) {
+    host = read_particles(context, options.input);
+    source = options.input;
+  } else {
+    ICOptions ic;
+    ic.kind = parse_ic_kind(options.ic);
+    ic.n_total = options.n;
+    ic.seed = options.seed;
+    ic.clumps = options.clumps;
+    host = make_initial_conditions(context, ic);
+    source = to_string(ic.kind);
+  }
+  auto particles = to_device(host);
+  ForceSolver solver(context, config);
+  solver.compute(particles);  // warm-up: first decomposition, allocations
+  std::vector<ForceStats> runs;
+  for (int r = 0; r < options.repeat; ++r) {
+    solver.compute(particles);
+    runs.push_back(solver.stats());
+  }
+  double total = 0;
+  for (auto const& run : runs) total += run.total_seconds;
+  double mean_total = total / runs.size(), slowest_total = 0;
+  MPI_Allreduce(&mean_total, &slowest_total, 1, MPI_DOUBLE, MPI_MAX, context.comm());
+  auto const phases = slowest_phases(context, runs);
+  ForceStats const& last = runs.back();
+  AccuracyReport const accuracy =
+      measure_accuracy(context, particles, solver.potential(), solver.acceleration(), config, options.samples);
+  if (!context.is_root()) return;
+  double const rate = particles.num_total / slowest_total;
+  if (options.json) {
+    std::string phase_json;
+    for (auto const& [name, seconds] : phases)
+      phase_json += fmt::format("{}\"{}\": {:.6g}", phase_json.empty() ? "" : ", ", name, seconds);
+    fmt::print(
+        "{{\"source\": \"{}\", \"n\": {}, \"ranks\": {}, \"threads_per_rank\": {}, \"order\": {}, \"theta\": {}, "
+        "\"leaf_size\": {}, \"precision\": \"{}\", \"kernel\": \"{}\", \"softening\": {}, \"seconds\": {:.6g}, "
+        "\"particles_per_second\": {:.6g}, \"phases\": {{{}}}, \"p2p_pairs\": {}, \"m2l\": {}, \"nodes\": {}, "
+        "\"leaves\": {}, \"particles_min\": {}, \"particles_max\": {}, \"bytes_sent_max\": {}, "
+        "\"bytes_received_max\": {}, \"samples\": {}, \"force_l2\": {:.4g}, \"median\": {:.4g}, \"p99\": {:.4g}, "
+        "\"max\": {:.4g}, \"potential_l2\": {:.4g}}}\n",
+        source, particles.num_total, context.size(), environment.threads(), config.order, config.theta,
+        config.leaf_size, to_string(config.precision), to_string(config.softening), config.softening_length,
+        slowest_total, rate, phase_json, last.p2p_pairs, last.m2l, last.nodes, last.leaves, last.particles_min,
+        last.particles_max, last.bytes_sent_max, last.bytes_received_max, accuracy.samples, accuracy.force_l2,
+        accuracy.median, accuracy.p99, accuracy.max, accuracy.potential_l2);
+    return;
+  }
+  fmt::print("kfmm bench: {} particles ({}), {} rank(s) × {} thread(s); p = {}, θ = {}, leaf ≤ {}, {} {}, ε = {}\n",
+             particles.num_total, source, context.size(), environment.threads(), config.order, config.theta,
+             config.leaf_size, to_string(config.precision), to_string(config.softening), config.softening_length);
+  fmt::print("  time per evaluation {:.4f} s (mean of {}, slowest rank) = {:.3g} particles/s\n", slowest_total,
+             runs.size(), rate);
+  for (auto const& [name, seconds] : phases)
+    fmt::print("    {:<9} {:8.4f} s  {:5.1f} %\n", name, seconds, 100 * seconds / slowest_total);
+  fmt::print("  interactions: {} P2P pairs ({:.1f}/particle), {} M2L ({:.2f}/particle); {} nodes, {} leaves\n",
+             last.p2p_pairs, double(last.p2p_pairs) / particles.num_total, last.m2l,
+             double(last.m2l) / particles.num_total, last.nodes, last.leaves);
+  if (context.size() > 1)
+    fmt::print("  ranks: particles min/mean/max {}/{:.0f}/{}; sent/received max {:.3g}/{:.3g} MB; rank 0 imported "
+               "{} nodes, {} particles\n",
+               last.particles_min, last.particles_mean, last.particles_max, last.bytes_sent_max / 1e6,
+               last.bytes_received_max / 1e6, last.imported_nodes, last.imported_particles);
+  fmt::print("  accuracy vs direct summation ({} targets): force E = {:.3g}, median {:.3g}, 99% {:.3g}, max {:.3g}; "
+             "potential {:.3g}\n",
+             accuracy.samples, accuracy.force_l2, accuracy.median, accuracy.p99, accuracy.max, accuracy.potential_l2);
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, Environment& environment) {
+  auto options = std::make_shared<BenchOptions>();
+  auto fmm = std::make_shared<FmmOptions>();
+  auto* command = app.add_subcommand("bench", "Time the force solver and measure its accuracy");
+  command->add_option("--ic", options->ic, "distribution: clumps, plummer, uniform or hernquist")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"clumps", "gaussian_clumps", "plummer", "uniform", "hernquist"}));
+  command->add_option("--input", options->input, "read particles from this file instead");
+  command->add_option("--n", options->n, "number of particles")->capture_default_str()->check(CLI::PositiveNumber);
+  command->add_option("--seed", options->seed, "random seed")->capture_default_str();
+  command->add_option("--clumps", options->clumps, "Gaussian clumps")->capture_default_str();
+  command->add_option("--repeat", options->repeat, "timed evaluations (after one warm-up)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  command->add_option("--samples", options->samples, "targets checked against direct summation (0: none)")
+      ->capture_default_str();
+  command->add_flag("--json", options->json, "one JSON line instead of the table");
+  add_fmm_options(command, fmm);
+  command->callback([options, fmm, &environment] {
+    FMMConfig config;
+    collectively(environment.world(), [&] { config = fmm->resolve(); });
+    bench(environment, *options, config);
+  });
+}
+
+}  // namespace kfmm::app

@@ -1,0 +1,75 @@
+// `kfmm forces IN -o OUT`: reads particles (any rank count), computes FMM potential and
+// acceleration and writes the same particles with PartType1/Potential and Acceleration.
+#include "commands.hpp"
+#include "fmm_options.hpp"
+
+#include <kfmm/fmm/solver.hpp>
+#include <kfmm/io/particle_file.hpp>
+
+#include <fmt/format.h>
+
+namespace kfmm::app {
+
+namespace {
+
+struct ForcesOptions {
+  std::string input, output;
+  std::string file_precision = "float";
+  int compression = 0;
+};
+
+void compute_forces(Context const& context, ForcesOptions const& options, FMMConfig const& config) {
+  SnapshotHeader header;
+  auto host = read_particles(context, options.input, &header);
+  auto particles = to_device(host);
+  ForceSolver solver(context, config);
+  solver.compute(particles);
+  auto const out = to_host(particles);
+  ForceFields fields;
+  fields.potential = ScalarView<double, HostSpace>("potential", out.num);
+  fields.acceleration = Vec3View<double, HostSpace>("acceleration", out.num);
+  Kokkos::deep_copy(fields.potential, Kokkos::subview(solver.potential(), Kokkos::make_pair(std::size_t(0), out.num)));
+  Kokkos::deep_copy(fields.acceleration,
+                    Kokkos::subview(solver.acceleration(), Kokkos::make_pair(std::size_t(0), out.num), Kokkos::ALL));
+  header.parameters.emplace_back("FMMOrder", std::int64_t{config.order});
+  header.parameters.emplace_back("FMMOpeningAngle", config.theta);
+  header.parameters.emplace_back("FMMLeafSize", std::int64_t{config.leaf_size});
+  header.parameters.emplace_back("Softening", config.softening_length);
+  header.parameters.emplace_back("SofteningKernel", to_string(config.softening));
+  header.parameters.emplace_back("FMMPrecision", to_string(config.precision));
+  header.units.G = config.G;
+  ParticleFileOptions file;
+  file.precision = parse_precision(options.file_precision);
+  file.compression = options.compression;
+  write_particles(context, options.output, out, header, file, &fields);
+  auto const& stats = solver.stats();
+  if (context.is_root())
+    fmt::print("kfmm forces: {} particles on {} rank(s) in {:.3f} s ({:.3g} particles/s); {} P2P pairs, {} M2L; wrote {}\n",
+               out.num_total, context.size(), stats.total_seconds, out.num_total / stats.total_seconds, stats.p2p_pairs,
+               stats.m2l, options.output);
+}
+
+}  // namespace
+
+void add_forces_command(CLI::App& app, Environment& environment) {
+  auto options = std::make_shared<ForcesOptions>();
+  auto fmm = std::make_shared<FmmOptions>();
+  auto* command = app.add_subcommand("forces", "Compute FMM potential and acceleration of the particles in a file");
+  command->add_option("input", options->input, "GADGET-4 HDF5 particle file (or snapdir)")->required();
+  command->add_option("-o,--output", options->output, "output file (same particles plus Potential, Acceleration)")
+      ->required();
+  command->add_option("--file-precision", options->file_precision, "stored precision: float or double")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"float", "double"}));
+  command->add_option("--compression", options->compression, "0: none; 1..9: shuffle + deflate level")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 9));
+  add_fmm_options(command, fmm);
+  command->callback([options, fmm, &environment] {
+    FMMConfig config;
+    collectively(environment.world(), [&] { config = fmm->resolve(); });
+    compute_forces(environment.world(), *options, config);
+  });
+}
+
+}  // namespace kfmm::app

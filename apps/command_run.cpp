@@ -1,0 +1,181 @@
+// `kfmm run`: integrate a run file's system in time, writing snapshots, diagnostics, restarts.
+#include "commands.hpp"
+
+#include <kfmm/comm/initial_conditions.hpp>
+#include <kfmm/core/error.hpp>
+#include <kfmm/fmm/solver.hpp>
+#include <kfmm/integrate/simulation.hpp>
+#include <kfmm/io/particle_file.hpp>
+#include <kfmm/io/restart.hpp>
+#include <kfmm/io/run_file.hpp>
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+namespace kfmm::app {
+
+namespace {
+
+struct RunOptions {
+  std::string run_file;
+  std::string output_directory;
+  bool restart = false;
+  bool print_default = false;
+  bool print_keys_markdown = false;
+};
+
+using Clock = std::chrono::steady_clock;
+
+SnapshotHeader snapshot_header(RunSettings const& settings, Context const& context, double time) {
+  auto const& simulation = settings.simulation;
+  SnapshotHeader header;
+  header.time = time;
+  header.units = simulation.units;
+  header.parameters = {
+      {"Integrator", to_string(simulation.integrator)},
+      {"ForceMethod", std::string(settings.force_method == ForceMethod::FMM ? "fmm" : "direct")},
+      {"ExpansionOrder", std::int64_t(simulation.fmm.order)},
+      {"OpeningAngle", simulation.fmm.theta},
+      {"Softening", to_string(simulation.fmm.softening)},
+      {"SofteningLength", simulation.fmm.softening_length},
+      {"RunFile", settings.source},
+  };
+  header.config = {{"Ranks", std::int64_t(context.size())}};
+  return header;
+}
+
+/// Writes a snapshot (with potential and acceleration) at every Output event.
+Observer snapshot_observer(Context const& context, RunSettings const& settings) {
+  return [&context, &settings](SimulationEvent event, SimulationState const& state) {
+    if (event != SimulationEvent::Output) return;
+    auto const& output = settings.simulation.output;
+    auto const host = to_host(state.particles);
+    ForceFields fields;
+    auto const valid = Kokkos::make_pair(std::size_t(0), host.num);
+    fields.potential = ScalarView<double, HostSpace>("kfmm::app::run::potential", host.num);
+    fields.acceleration = Vec3View<double, HostSpace>("kfmm::app::run::acceleration", host.num);
+    Kokkos::deep_copy(fields.potential, Kokkos::subview(state.potential, valid));
+    Kokkos::deep_copy(fields.acceleration, Kokkos::subview(state.acceleration, valid, Kokkos::ALL));
+    write_particles(context, snapshot_path(output.directory, state.output_number(), settings.snapshot_options.layout),
+                    host, snapshot_header(settings, context, state.time), settings.snapshot_options, &fields);
+  };
+}
+
+/// One line per output on rank 0: step, time, dt, energy error, speed, elapsed time and ETA.
+Observer progress_observer(Context const& context, SimulationConfig const& config, long long first_step,
+                           double first_time) {
+  auto const start = Clock::now();
+  return [&context, &config, start, first_step, first_time](SimulationEvent event, SimulationState const& state) {
+    if (event != SimulationEvent::Output || !context.is_root()) return;
+    double const elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    double const steps = static_cast<double>(state.step - first_step);
+    double const rate = elapsed > 0 ? steps * static_cast<double>(state.particles.num_total) / elapsed : 0;
+    double const end = config.schedule.output_times.back();
+    double const done = state.time - first_time;
+    double const eta = done > 0 ? elapsed * (end - state.time) / done : 0;
+    fmt::print("output {:3d}  step {:6d}  t {:<10.5g} dt {:<10.4g} dE/E {:+.3e}  {:.3e} particles/s  elapsed {:7.1f} s"
+               "  ETA {:7.1f} s\n",
+               state.output_number(), state.step, state.time, state.dt, state.diagnostics.energy_error, rate, elapsed,
+               eta);
+    std::fflush(stdout);
+  };
+}
+
+void print_summary(Context const& context, SimulationState const& state, double redistribution, double elapsed,
+                   long long steps, SimulationStatus status) {
+  double local[4] = {state.times.force, redistribution, state.times.integration, state.times.output};
+  double slowest[4];
+  MPI_Reduce(local, slowest, 4, MPI_DOUBLE, MPI_MAX, 0, context.comm());
+  if (!context.is_root()) return;
+  fmt::print("\n{} after {} steps at t = {:.6g} in {:.2f} s ({:.3e} particle steps/s)\n",
+             status == SimulationStatus::Finished ? "finished" : "stopped (restart written)", steps, state.time, elapsed,
+             elapsed > 0 ? static_cast<double>(steps) * static_cast<double>(state.particles.num_total) / elapsed : 0.0);
+  fmt::print("time per phase (slowest rank): force {:.2f} s (of which redistribution {:.2f} s), integration {:.2f} s, "
+             "I/O {:.2f} s\n",
+             slowest[0], slowest[1], slowest[2], slowest[3]);
+  fmt::print("relative energy error at the end: {:+.3e}\n", state.diagnostics.energy_error);
+}
+
+void run(Environment& environment, RunOptions const& options) {
+  Context const& context = environment.world();
+  if (options.print_default || options.print_keys_markdown) {
+    if (context.is_root()) fmt::print("{}", options.print_default ? default_run_file() : run_file_keys_markdown());
+    return;
+  }
+  RunSettings settings;
+  collectively(context, [&] {
+    settings = options.run_file.empty() ? parse_run_text("", "built-in default") : read_run_file(options.run_file);
+    if (!options.output_directory.empty()) settings.simulation.output.directory = options.output_directory;
+  });
+  auto const& config = settings.simulation;
+  auto const& output = config.output;
+  collectively(context, [&] {
+    if (context.is_root()) std::filesystem::create_directories(output.directory);
+  });
+  std::string const restart_path = output.directory + "/restart";
+
+  SimulationState state;
+  if (options.restart) {
+    state = read_restart(context, restart_path, config);
+  } else {
+    Particles<HostSpace> initial = settings.ic_file.empty() ? make_initial_conditions(context, settings.ic)
+                                                            : read_particles(context, settings.ic_file);
+    state.particles = to_device(initial);
+  }
+  if (context.is_root())
+    fmt::print("kfmm run: {} particles, {} on {} ranks ({}), {} integrator, {} outputs to {} from '{}'\n",
+               state.particles.num_total, settings.force_method == ForceMethod::FMM ? "FMM" : "direct summation",
+               context.size(), environment.summary(), to_string(config.integrator), config.schedule.output_times.size(),
+               output.directory, settings.source);
+
+  std::optional<ForceSolver> solver;
+  ForceFunction forces;
+  double redistribution = 0;
+  if (settings.force_method == ForceMethod::FMM) {
+    solver.emplace(context, config.fmm);
+    forces = [&solver, &redistribution, fmm = fmm_forces(*solver)](Particles<MemorySpace>& particles,
+                                                                   ScalarView<double>& potential,
+                                                                   Vec3View<double>& acceleration) {
+      fmm(particles, potential, acceleration);
+      redistribution += solver->stats().seconds("domain");
+    };
+  } else {
+    forces = direct_forces(context, config.fmm.softening, config.fmm.softening_length, config.fmm.G);
+  }
+
+  std::vector<Observer> observers;
+  if (!output.diagnostics_file.empty())
+    observers.push_back(diagnostics_observer(context, output.directory + "/" + output.diagnostics_file,
+                                             options.restart ? state.step : -1));
+  if (output.snapshots) observers.push_back(snapshot_observer(context, settings));
+  observers.push_back(restart_observer(context, restart_path, config, output.restart_every));
+  observers.push_back(progress_observer(context, config, state.step, state.started ? state.time : config.schedule.start_time));
+
+  long long const first_step = state.step;
+  auto const start = Clock::now();
+  SimulationStatus const status = simulate(context, state, config, forces, combine(std::move(observers)));
+  double const elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  print_summary(context, state, redistribution, elapsed, state.step - first_step, status);
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app, Environment& environment) {
+  auto options = std::make_shared<RunOptions>();
+  auto* command = app.add_subcommand("run", "Integrate an N-body system in time (YAML run file; none: the built-in "
+                                            "default run, 2e5 particles in 20 Gaussian clumps)");
+  command->add_option("run_file", options->run_file, "YAML run file (`kfmm run --print-default` shows every key)");
+  command->add_option("-o,--output", options->output_directory, "output directory (overrides output.directory)");
+  command->add_flag("--restart", options->restart, "continue from the restart in the output directory");
+  command->add_flag("--print-default", options->print_default, "print the default run file (all keys) and exit");
+  command->add_flag("--print-keys-markdown", options->print_keys_markdown,
+                    "print the table of run-file keys as Markdown (README) and exit");
+  command->callback([options, &environment] { run(environment, *options); });
+}
+
+}  // namespace kfmm::app

@@ -1,0 +1,48 @@
+#pragma once
+// The FMM settings shared by `kfmm forces` and `kfmm bench` (`kfmm run` takes them from YAML).
+#include <kfmm/fmm/config.hpp>
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+
+namespace kfmm::app {
+
+/// Command-line spellings of FMMConfig; defaults are FMMConfig's.
+struct FmmOptions {
+  FMMConfig config;
+  std::string kernel = to_string(FMMConfig{}.softening);
+  std::string precision = to_string(FMMConfig{}.precision);
+  std::string centre = to_string(FMMConfig{}.centre);
+
+  /// The validated configuration.
+  FMMConfig resolve() const {
+    FMMConfig c = config;
+    c.softening = parse_softening_kind(kernel);
+    c.precision = parse_precision(precision);
+    c.centre = parse_expansion_centre(centre);
+    c.validate();
+    return c;
+  }
+};
+
+inline void add_fmm_options(CLI::App* command, std::shared_ptr<FmmOptions> const& options) {
+  auto& c = options->config;
+  command->add_option("--order", c.order, "expansion order p (1…8)")->capture_default_str();
+  command->add_option("--theta", c.theta, "opening angle θ, 0 < θ < 1.5")->capture_default_str();
+  command->add_option("--leaf-size", c.leaf_size, "maximum particles per leaf")->capture_default_str();
+  command->add_option("--softening", c.softening_length, "softening length ε (≥ 0)")->capture_default_str();
+  command->add_option("--kernel", options->kernel, "softening kernel: plummer or spline")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"plummer", "spline"}));
+  command->add_option("--precision", options->precision, "arithmetic of expansions and kernels: float or double")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"float", "double"}));
+  command->add_option("--centre", options->centre, "expansion centre: mass or geometric")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"mass", "geometric"}));
+  command->add_option("-G", c.G, "gravitational constant")->capture_default_str();
+}
+
+}  // namespace kfmm::app

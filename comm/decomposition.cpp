@@ -1,0 +1,146 @@
+#include <kfmm/comm/decomposition.hpp>
+#include <kfmm/core/sort.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+#include <utility>
+
+namespace kfmm {
+
+namespace {
+
+// This rank's samples: `count` keys at equal quantiles of its weight, each standing for
+// local_weight / count. With unit weights the quantiles are plain ranks in key order.
+struct LocalSamples {
+  std::vector<std::uint64_t> keys;
+  double weight_each = 0;
+};
+
+LocalSamples sample_local_keys(Kokkos::View<std::uint64_t const*, MemorySpace> const& keys, std::size_t n,
+                               Kokkos::View<double const*, MemorySpace> const& weights, bool unit_weights,
+                               int samples_per_rank, double& local_weight) {
+  ExecutionSpace space;
+  Kokkos::View<std::uint64_t*, MemorySpace> sorted(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kfmm::decomposition::sorted_keys"), n);
+  Kokkos::deep_copy(space, sorted, Kokkos::subview(keys, Kokkos::make_pair(std::size_t(0), n)));
+  Kokkos::View<std::size_t*, MemorySpace> permutation(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kfmm::decomposition::permutation"), n);
+  KeySorter<MemorySpace, std::size_t>().sort(space, sorted, permutation, n);
+
+  // cumulative(i) = weight of sorted keys [0, i].
+  Kokkos::View<double*, MemorySpace> cumulative(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kfmm::decomposition::cumulative_weight"), n);
+  Kokkos::parallel_scan(
+      "kfmm::decomposition::cumulative_weight", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+      KOKKOS_LAMBDA(std::size_t i, double& partial, bool final) {
+        partial += unit_weights ? 1.0 : weights(permutation(i));
+        if (final) cumulative(i) = partial;
+      },
+      local_weight);
+  space.fence();
+
+  LocalSamples samples;
+  if (n == 0 || !(local_weight > 0)) return samples;
+  std::size_t const count = std::min<std::size_t>(n, std::size_t(samples_per_rank));
+  samples.weight_each = local_weight / double(count);
+  Kokkos::View<std::uint64_t*, MemorySpace> picked(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kfmm::decomposition::samples"), count);
+  double const total = local_weight;
+  Kokkos::parallel_for(
+      "kfmm::decomposition::pick_samples", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count),
+      KOKKOS_LAMBDA(std::size_t s) {
+        double const target = (double(s) + 0.5) * total / double(count);
+        std::size_t low = 0, high = n - 1;  // first i with cumulative(i) > target
+        while (low < high) {
+          std::size_t const middle = (low + high) / 2;
+          if (cumulative(middle) <= target)
+            low = middle + 1;
+          else
+            high = middle;
+        }
+        picked(s) = sorted(low);
+      });
+  auto const host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), picked);
+  samples.keys.assign(host.data(), host.data() + count);
+  return samples;
+}
+
+std::string check_input(Kokkos::View<std::uint64_t const*, MemorySpace> const& keys, std::size_t n,
+                        Kokkos::View<double const*, MemorySpace> const& weights, int samples_per_rank) {
+  if (samples_per_rank < 1)
+    return fmt::format("choose_splitters: samples_per_rank = {} must be at least 1", samples_per_rank);
+  if (keys.extent(0) < n) return fmt::format("choose_splitters: n = {} exceeds the {} keys given", n, keys.extent(0));
+  if (weights.extent(0) == 0) return {};
+  if (weights.extent(0) < n)
+    return fmt::format("choose_splitters: {} weights given for n = {} keys; give one weight per key or none",
+                       weights.extent(0), n);
+  std::size_t first_bad = 0;  // the reducer starts from its identity (the largest size_t)
+  Kokkos::parallel_reduce(
+      "kfmm::decomposition::check_weights", Kokkos::RangePolicy<ExecutionSpace>(0, n),
+      KOKKOS_LAMBDA(std::size_t i, std::size_t & bad) {
+        double const w = weights(i);
+        if ((!(w >= 0) || !compat::math::isfinite(w)) && i < bad) bad = i;
+      },
+      Kokkos::Min<std::size_t>(first_bad));
+  if (first_bad >= n) return {};
+  double bad_weight = 0;
+  Kokkos::deep_copy(Kokkos::View<double, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(&bad_weight),
+                    Kokkos::subview(weights, first_bad));
+  return fmt::format("choose_splitters: key {} has weight {}; weights must be finite and non-negative", first_bad,
+                     bad_weight);
+}
+
+}  // namespace
+
+std::vector<std::uint64_t> choose_splitters(Context const& context,
+                                            Kokkos::View<std::uint64_t const*, MemorySpace> const& keys, std::size_t n,
+                                            Kokkos::View<double const*, MemorySpace> const& weights,
+                                            int samples_per_rank) {
+  agree_on_error(context, check_input(keys, n, weights, samples_per_rank));
+  int const ranks = context.size();
+
+  double local_weight = 0;
+  bool unit_weights = weights.extent(0) == 0;
+  LocalSamples local = sample_local_keys(keys, n, weights, unit_weights, samples_per_rank, local_weight);
+  double total_weight = 0;
+  MPI_Allreduce(&local_weight, &total_weight, 1, MPI_DOUBLE, MPI_SUM, context.comm());
+  if (!unit_weights && !(total_weight > 0)) {
+    unit_weights = true;
+    local = sample_local_keys(keys, n, weights, unit_weights, samples_per_rank, local_weight);
+  }
+
+  int const count = static_cast<int>(local.keys.size());
+  std::vector<int> counts(ranks), displacements(ranks + 1, 0);
+  MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, context.comm());
+  std::partial_sum(counts.begin(), counts.end(), displacements.begin() + 1);
+  std::vector<std::uint64_t> all_keys(displacements.back());
+  std::vector<double> all_weights(ranks);
+  MPI_Allgatherv(local.keys.data(), count, MPI_UINT64_T, all_keys.data(), counts.data(), displacements.data(),
+                 MPI_UINT64_T, context.comm());
+  MPI_Allgather(&local.weight_each, 1, MPI_DOUBLE, all_weights.data(), 1, MPI_DOUBLE, context.comm());
+
+  // Every rank holds the same samples and orders them the same way (key, then source rank).
+  std::vector<std::pair<std::uint64_t, double>> samples;
+  samples.reserve(all_keys.size());
+  for (int r = 0; r < ranks; ++r)
+    for (int s = displacements[r]; s < displacements[r + 1]; ++s) samples.emplace_back(all_keys[s], all_weights[r]);
+  std::stable_sort(samples.begin(), samples.end(),
+                   [](auto const& a, auto const& b) { return a.first < b.first; });
+  double sample_total = 0;
+  for (auto const& sample : samples) sample_total += sample.second;
+
+  // Splitter r−1 is the first sample whose preceding weight reaches r/ranks of the total.
+  std::vector<std::uint64_t> splitters(ranks - 1, samples.empty() ? 0 : samples.back().first);
+  double before = 0;
+  int next = 1;
+  for (auto const& sample : samples) {
+    while (next < ranks && before >= sample_total * next / ranks) splitters[next++ - 1] = sample.first;
+    before += sample.second;
+  }
+  return splitters;
+}
+
+}  // namespace kfmm

@@ -1,0 +1,83 @@
+#pragma once
+/// \file
+/// \brief Domain decomposition by weighted sample sort of Hilbert keys (DESIGN.md §6): rank r
+/// owns the keys in [splitters[r−1], splitters[r]), and redistribute() moves particles there.
+#include <kfmm/comm/context.hpp>
+#include <kfmm/comm/exchange_plan.hpp>
+#include <kfmm/core/particles.hpp>
+#include <kfmm/core/types.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+namespace kfmm {
+
+/// \brief Chooses ranks − 1 splitters that give every rank about the same total weight.
+///
+/// Each rank sorts its first `n` keys, takes `samples_per_rank` samples at equal quantiles of
+/// its weight (each standing for 1/samples_per_rank of the rank's weight), all ranks gather
+/// the samples, order them identically and cut them at equal cumulative weight. `weights`
+/// holds a non-negative cost per key (e.g. the last step's interactions); an empty View (or
+/// weights that sum to 0 over all ranks) means weight 1 per key. The same splitters are
+/// returned on every rank, non-decreasing. Equal keys always land on one rank, so particles
+/// sharing one position all go to one rank (then the other ranks hold none). Collective; bad
+/// input on any rank (a short View, a negative or non-finite weight) makes every rank throw.
+std::vector<std::uint64_t> choose_splitters(Context const& context,
+                                            Kokkos::View<std::uint64_t const*, MemorySpace> const& keys, std::size_t n,
+                                            Kokkos::View<double const*, MemorySpace> const& weights = {},
+                                            int samples_per_rank = 256);
+
+/// \brief The owning rank of each of the first `n` keys: the number of splitters ≤ key.
+template <class ExecutionSpace, class KeyView>
+Kokkos::View<int*, typename KeyView::memory_space> destination_ranks(ExecutionSpace const& space,
+                                                                    KeyView const& keys, std::size_t n,
+                                                                    std::vector<std::uint64_t> const& splitters) {
+  using Memory = typename KeyView::memory_space;
+  static_assert(std::is_same<typename KeyView::non_const_value_type, std::uint64_t>::value,
+                "keys must be std::uint64_t");
+  if (keys.extent(0) < n) fail("destination_ranks: n = {} exceeds the {} keys given", n, keys.extent(0));
+  Kokkos::View<std::uint64_t*, Memory> bounds(
+      Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::decomposition::splitters"), splitters.size());
+  Kokkos::deep_copy(bounds, Kokkos::View<std::uint64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+                                splitters.data(), splitters.size()));
+  Kokkos::View<int*, Memory> ranks(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::decomposition::ranks"), n);
+  int const count = static_cast<int>(splitters.size());
+  Kokkos::parallel_for(
+      "kfmm::decomposition::destination_ranks", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+      KOKKOS_LAMBDA(std::size_t i) {
+        std::uint64_t const key = keys(i);
+        int low = 0, high = count;  // upper bound: first splitter > key
+        while (low < high) {
+          int const middle = (low + high) / 2;
+          if (bounds(middle) <= key)
+            low = middle + 1;
+          else
+            high = middle;
+        }
+        ranks(i) = low;
+      });
+  return ranks;
+}
+
+/// \brief Moves every particle i of this rank to rank `destinations[i]` (−1 drops it) with one
+/// ExchangePlan for all fields. Afterwards `num` is the number received, ordered by source
+/// rank then by order on the source; the capacity grows when needed and `num_total` is kept.
+/// `plan_out`, when given, receives the plan (e.g. to send results back with reverse()).
+/// Collective.
+template <class Memory>
+void redistribute(Context const& context, Particles<Memory>& particles,
+                  Kokkos::View<int const*, typename Particles<Memory>::memory_space> const& destinations,
+                  ExchangePlan<Memory>* plan_out = nullptr) {
+  ExchangePlan<Memory> plan(context, destinations, particles.num);
+  particles.reserve(plan.num_import());
+  plan.exchange(particles.pos, particles.pos);
+  plan.exchange(particles.vel, particles.vel);
+  plan.exchange(particles.mass, particles.mass);
+  plan.exchange(particles.id, particles.id);
+  particles.num = plan.num_import();
+  if (plan_out) *plan_out = std::move(plan);
+}
+
+}  // namespace kfmm

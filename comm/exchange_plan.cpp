@@ -1,0 +1,70 @@
+#include <kfmm/comm/exchange_plan.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace kfmm::detail {
+
+void exchange_remote_bytes(MPI_Comm comm, int rank, MessageCounts const& counts, std::size_t bytes_per_element,
+                           char const* send, char* recv, std::size_t max_message_bytes) {
+  // Pieces of one message share a tag: MPI delivers messages of one sender, tag and
+  // communicator in the order they were sent, so the pieces arrive in place.
+  int const tag = 7301;
+  std::vector<MPI_Request> requests;
+  auto post = [&](bool receive, int peer, std::size_t offset, std::size_t count) {
+    std::size_t const begin = offset * bytes_per_element, bytes = count * bytes_per_element;
+    for (std::size_t piece = 0; piece < bytes; piece += max_message_bytes) {
+      int const length = static_cast<int>(std::min(max_message_bytes, bytes - piece));
+      requests.emplace_back();
+      if (receive)
+        MPI_Irecv(recv + begin + piece, length, MPI_BYTE, peer, tag, comm, &requests.back());
+      else
+        MPI_Isend(send + begin + piece, length, MPI_BYTE, peer, tag, comm, &requests.back());
+    }
+  };
+  int const ranks = static_cast<int>(counts.send_counts.size());
+  for (int peer = 0; peer < ranks; ++peer)
+    if (peer != rank) post(true, peer, counts.recv_offsets[peer], counts.recv_counts[peer]);
+  for (int peer = 0; peer < ranks; ++peer)
+    if (peer != rank) post(false, peer, counts.send_offsets[peer], counts.send_counts[peer]);
+  MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+}
+
+std::vector<std::size_t> plan_exports(Context const& context, int const* destinations, std::size_t n,
+                                      std::vector<std::size_t>& order) {
+  int const ranks = context.size();
+  std::vector<std::size_t> counts(ranks, 0);
+  std::string error;
+  for (std::size_t i = 0; i < n; ++i) {
+    int const destination = destinations[i];
+    if (destination >= ranks || destination < -1) {
+      error = fmt::format("ExchangePlan: element {} has destination rank {}, outside [-1, {}); use a rank of the "
+                          "communicator or -1 to drop the element",
+                          i, destination, ranks);
+      break;
+    }
+    if (destination >= 0) ++counts[destination];
+  }
+  agree_on_error(context, error);
+  // Stable counting sort by destination.
+  std::vector<std::size_t> next = offsets_of(counts);
+  order.assign(next.back(), 0);
+  for (std::size_t i = 0; i < n; ++i)
+    if (destinations[i] >= 0) order[next[destinations[i]]++] = i;
+  return counts;
+}
+
+std::vector<std::size_t> import_counts(Context const& context, std::vector<std::size_t> const& export_counts) {
+  std::vector<std::uint64_t> sent(export_counts.begin(), export_counts.end()), received(export_counts.size());
+  MPI_Alltoall(sent.data(), 1, MPI_UINT64_T, received.data(), 1, MPI_UINT64_T, context.comm());
+  return std::vector<std::size_t>(received.begin(), received.end());
+}
+
+std::vector<std::size_t> offsets_of(std::vector<std::size_t> const& counts) {
+  std::vector<std::size_t> offsets(counts.size() + 1, 0);
+  for (std::size_t r = 0; r < counts.size(); ++r) offsets[r + 1] = offsets[r] + counts[r];
+  return offsets;
+}
+
+}  // namespace kfmm::detail

@@ -1,0 +1,251 @@
+#pragma once
+/// \file
+/// \brief A reusable all-to-all communication plan (Cabana's Distributor idea, ArborX's
+/// staging): built once from a destination rank per element, then used for every payload.
+#include <kfmm/build_config.hpp>
+#include <kfmm/comm/context.hpp>
+#include <kfmm/core/error.hpp>
+#include <kfmm/core/sort.hpp>
+#include <kfmm/core/types.hpp>
+
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace kfmm {
+
+namespace detail {
+
+/// \brief Element counts and offsets per peer rank of one direction of a plan.
+struct MessageCounts {
+  std::vector<std::size_t> send_counts, send_offsets;  // offsets have size() + 1 entries
+  std::vector<std::size_t> recv_counts, recv_offsets;
+};
+
+/// \brief Sends and receives the remote (non-self) messages of `counts` with Isend/Irecv/Waitall,
+/// each message cut into pieces of at most `max_message_bytes` bytes so that messages of any
+/// size fit MPI's int counts. `send` and `recv` must be accessible to MPI. Collective.
+void exchange_remote_bytes(MPI_Comm comm, int rank, MessageCounts const& counts, std::size_t bytes_per_element,
+                           char const* send, char* recv, std::size_t max_message_bytes);
+
+/// Counts the elements for each rank and checks the destinations (agreed across ranks).
+/// Returns export counts; fills `order` so that order[j] is the element of export slot j.
+std::vector<std::size_t> plan_exports(Context const& context, int const* destinations, std::size_t n,
+                                      std::vector<std::size_t>& order);
+
+/// Exchanges export counts for import counts (MPI_Alltoall).
+std::vector<std::size_t> import_counts(Context const& context, std::vector<std::size_t> const& export_counts);
+
+/// Exclusive prefix sums with the total as last entry.
+std::vector<std::size_t> offsets_of(std::vector<std::size_t> const& counts);
+
+/// A View of `rows` rows shaped like `View` (rank 1, or rank 2 with `width` columns), zeroed.
+template <class View>
+View allocate_rows(std::string const& label, std::size_t rows, std::size_t width) {
+  if constexpr (View::rank_dynamic == 2) {
+    return View(label, rows, width);
+  } else {
+    (void)width;
+    return View(label, rows);
+  }
+}
+
+}  // namespace detail
+
+/// \brief Who sends which elements to whom, computed once and reused for every payload.
+///
+/// Element i of this rank goes to rank `destinations[i]` (−1 drops it). Exports are ordered by
+/// destination rank, keeping the elements' relative order; imports are ordered by source rank,
+/// then by their order on the source. exchange() moves payloads forward, reverse() sends
+/// payloads of the imported elements back to where they came from, in the original order.
+/// Self-messages are local copies. Device memory goes to MPI directly only when kfmm is built
+/// with KFMM_ENABLE_GPU_AWARE_MPI; otherwise only the remote slices are staged through host.
+template <class Memory = MemorySpace>
+class ExchangePlan {
+ public:
+  using memory_space = Memory;
+  using execution_space = typename Memory::execution_space;
+
+  ExchangePlan() = default;
+
+  /// \brief Builds the plan for the first `n` entries of `destinations` (each in [−1, ranks)).
+  /// Messages are cut into pieces of at most `max_message_bytes` bytes. Collective; a bad
+  /// destination on any rank makes every rank throw kfmm::Error.
+  ExchangePlan(Context const& context, Kokkos::View<int const*, Memory> const& destinations, std::size_t n,
+               std::size_t max_message_bytes = INT_MAX)
+      : comm_(context.comm()), rank_(context.rank()), num_elements_(n), max_message_bytes_(max_message_bytes) {
+    if (max_message_bytes == 0 || max_message_bytes > std::size_t(INT_MAX))
+      fail("ExchangePlan: max_message_bytes = {} must be in [1, {}]", max_message_bytes, INT_MAX);
+    std::string error;
+    if (destinations.extent(0) < n)
+      error = fmt::format("ExchangePlan: n = {} exceeds the {} destinations given", n, destinations.extent(0));
+    agree_on_error(context, error);
+    auto const host_destinations = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), destinations);
+    std::vector<std::size_t> order;
+    counts_.send_counts = detail::plan_exports(context, host_destinations.data(), n, order);
+    counts_.recv_counts = detail::import_counts(context, counts_.send_counts);
+    counts_.send_offsets = detail::offsets_of(counts_.send_counts);
+    counts_.recv_offsets = detail::offsets_of(counts_.recv_counts);
+    Kokkos::View<std::size_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> order_host(order.data(), order.size());
+    export_order_ = Kokkos::View<std::size_t*, Memory>(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::exchange_plan::export_order"), order.size());
+    Kokkos::deep_copy(export_order_, order_host);
+  }
+
+  /// Number of elements the plan was built for (rows of exports; rows returned by reverse()).
+  std::size_t num_elements() const { return num_elements_; }
+  /// Elements sent, self included, drops excluded.
+  std::size_t num_export() const { return counts_.send_offsets.empty() ? 0 : counts_.send_offsets.back(); }
+  /// Elements received, self included.
+  std::size_t num_import() const { return counts_.recv_offsets.empty() ? 0 : counts_.recv_offsets.back(); }
+  /// Elements received from each rank; imports from rank r start at import_offsets()[r].
+  std::vector<std::size_t> const& import_counts() const { return counts_.recv_counts; }
+  std::vector<std::size_t> const& import_offsets() const { return counts_.recv_offsets; }
+  std::vector<std::size_t> const& export_counts() const { return counts_.send_counts; }
+  /// Bytes sent to and received from other ranks (self excluded) by the last exchange or reverse.
+  std::size_t bytes_sent() const { return bytes_sent_; }
+  std::size_t bytes_received() const { return bytes_received_; }
+
+  /// \brief Sends rows of `exports` (≥ num_elements() rows, rank 1 or (n, k)) along the plan
+  /// into a new View of num_import() rows.
+  template <class View>
+  typename View::non_const_type exchange(View const& exports) const {
+    auto imports = detail::allocate_rows<typename View::non_const_type>("kfmm::exchange_plan::imports",
+                                                                         num_import(), detail::columns(exports));
+    exchange(exports, imports);
+    return imports;
+  }
+
+  /// Sends rows of `exports` into the first num_import() rows of `imports`. The two may be the
+  /// same View (all rows are packed before any is written), e.g. to exchange particles in place.
+  template <class ExportView, class ImportView>
+  void exchange(ExportView const& exports, ImportView const& imports) const {
+    check_rows(exports, num_elements_, "exports");
+    check_rows(imports, num_import(), "imports");
+    transfer(exports, imports, true);
+  }
+
+  /// \brief Sends rows of `imports` (≥ num_import() rows, in import order) back to their source
+  /// ranks, into a new View of num_elements() rows in the original element order; rows of
+  /// dropped elements are zero.
+  template <class View>
+  typename View::non_const_type reverse(View const& imports) const {
+    auto exports = detail::allocate_rows<typename View::non_const_type>("kfmm::exchange_plan::returned",
+                                                                         num_elements_, detail::columns(imports));
+    reverse(imports, exports);
+    return exports;
+  }
+
+  /// Sends rows of `imports` back into `exports` (rows of dropped elements are left untouched).
+  template <class ImportView, class ExportView>
+  void reverse(ImportView const& imports, ExportView const& exports) const {
+    check_rows(imports, num_import(), "imports");
+    check_rows(exports, num_elements_, "exports");
+    transfer(imports, exports, false);
+  }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;  // not a Context: a default plan must not call MPI
+  int rank_ = 0;
+  std::size_t num_elements_ = 0;
+  std::size_t max_message_bytes_ = INT_MAX;
+  detail::MessageCounts counts_;
+  Kokkos::View<std::size_t*, Memory> export_order_;
+  mutable std::size_t bytes_sent_ = 0;
+  mutable std::size_t bytes_received_ = 0;
+
+  template <class View>
+  static void check_rows(View const& view, std::size_t rows, char const* what) {
+    static_assert(View::rank == 1 || View::rank == 2, "ExchangePlan moves rank-1 or (n, k) Views");
+    static_assert(std::is_trivially_copyable<typename View::value_type>::value,
+                  "ExchangePlan moves bytes: the View's value type must be trivially copyable");
+    static_assert(std::is_same<typename View::memory_space, Memory>::value,
+                  "the View must live in the plan's memory space");
+    if (view.extent(0) < rows)
+      fail("ExchangePlan: the {} View '{}' has {} rows but the plan needs {}", what, view.label(), view.extent(0),
+           rows);
+  }
+
+  // Copies rows [begin, end) outside the self rows [self_begin, self_end) between buffers.
+  template <class Target, class Source>
+  static void copy_remote_rows(Target const& target, Source const& source, std::size_t width, std::size_t rows,
+                               std::size_t self_begin, std::size_t self_end) {
+    auto const copy = [&](std::size_t begin, std::size_t end) {
+      if (end <= begin) return;
+      auto const range = Kokkos::make_pair(begin * width, end * width);
+      Kokkos::deep_copy(Kokkos::subview(target, range), Kokkos::subview(source, range));
+    };
+    copy(0, self_begin);
+    copy(self_end, rows);
+  }
+
+  // Forward: slot j of the send buffer is element export_order_(j); received rows are imports.
+  // Reverse: the roles of both sides swap and received slot j lands on element export_order_(j).
+  template <class SourceView, class TargetView>
+  void transfer(SourceView const& source, TargetView const& target, bool forward) const {
+    using T = typename SourceView::non_const_value_type;
+    static_assert(std::is_same<T, typename TargetView::non_const_value_type>::value,
+                  "source and target Views must hold the same type");
+    if (counts_.send_offsets.empty())
+      fail("ExchangePlan: this plan was default-constructed; build it with ExchangePlan(context, destinations, n)");
+    std::size_t const width = detail::columns(source);
+    if (detail::columns(target) != width)
+      fail("ExchangePlan: the source View '{}' has {} columns but the target View '{}' has {}", source.label(), width,
+           target.label(), detail::columns(target));
+    detail::MessageCounts counts = counts_;
+    if (!forward) {
+      std::swap(counts.send_counts, counts.recv_counts);
+      std::swap(counts.send_offsets, counts.recv_offsets);
+    }
+    std::size_t const num_send = counts.send_offsets.back(), num_recv = counts.recv_offsets.back();
+    execution_space space;
+    auto const order = export_order_;
+    Kokkos::View<T*, Memory> send(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::exchange_plan::send"),
+                                  num_send * width);
+    Kokkos::View<T*, Memory> recv(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::exchange_plan::recv"),
+                                  num_recv * width);
+    Kokkos::parallel_for(
+        "kfmm::exchange_plan::pack", Kokkos::RangePolicy<execution_space>(space, 0, num_send),
+        KOKKOS_LAMBDA(std::size_t j) {
+          std::size_t const row = forward ? order(j) : j;
+          for (std::size_t c = 0; c < width; ++c) send(j * width + c) = detail::element(source, row, c);
+        });
+
+    int const self = rank_;
+    auto const self_send = Kokkos::make_pair(counts.send_offsets[self] * width, counts.send_offsets[self + 1] * width);
+    auto const self_recv = Kokkos::make_pair(counts.recv_offsets[self] * width, counts.recv_offsets[self + 1] * width);
+    Kokkos::deep_copy(space, Kokkos::subview(recv, self_recv), Kokkos::subview(send, self_send));
+
+    bytes_sent_ = (num_send * width - (self_send.second - self_send.first)) * sizeof(T);
+    bytes_received_ = (num_recv * width - (self_recv.second - self_recv.first)) * sizeof(T);
+    constexpr bool mpi_reaches_memory =
+        KFMM_ENABLE_GPU_AWARE_MPI || Kokkos::SpaceAccessibility<Kokkos::HostSpace, Memory>::accessible;
+    if constexpr (mpi_reaches_memory) {
+      compat::fence(space, "kfmm::exchange_plan (data packed before sending)");
+      detail::exchange_remote_bytes(comm_, rank_, counts, width * sizeof(T), reinterpret_cast<char const*>(send.data()),
+                                    reinterpret_cast<char*>(recv.data()), max_message_bytes_);
+    } else {
+      auto send_host = Kokkos::create_mirror_view(Kokkos::view_alloc(Kokkos::HostSpace(), Kokkos::WithoutInitializing), send);
+      auto recv_host = Kokkos::create_mirror_view(Kokkos::view_alloc(Kokkos::HostSpace(), Kokkos::WithoutInitializing), recv);
+      compat::fence(space, "kfmm::exchange_plan (data packed before staging)");
+      copy_remote_rows(send_host, send, width, num_send, counts.send_offsets[self], counts.send_offsets[self + 1]);
+      detail::exchange_remote_bytes(comm_, rank_, counts, width * sizeof(T),
+                                    reinterpret_cast<char const*>(send_host.data()),
+                                    reinterpret_cast<char*>(recv_host.data()), max_message_bytes_);
+      copy_remote_rows(recv, recv_host, width, num_recv, counts.recv_offsets[self], counts.recv_offsets[self + 1]);
+    }
+
+    Kokkos::parallel_for(
+        "kfmm::exchange_plan::unpack", Kokkos::RangePolicy<execution_space>(space, 0, num_recv),
+        KOKKOS_LAMBDA(std::size_t i) {
+          std::size_t const row = forward ? i : order(i);
+          for (std::size_t c = 0; c < width; ++c) detail::element(target, row, c) = recv(i * width + c);
+        });
+    compat::fence(space, "kfmm::exchange_plan (imports unpacked)");
+  }
+};
+
+}  // namespace kfmm

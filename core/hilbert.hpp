@@ -1,0 +1,190 @@
+#pragma once
+/// \file
+/// \brief 63-bit Peano–Hilbert keys (21 bits per axis) of positions in a bounding cube.
+///
+/// Keys follow Skilling's transpose algorithm ("Programming the Hilbert curve", AIP Conf. Proc.
+/// 707, 2004): table-free, a few bit operations per level, callable on any device. The 3·l most
+/// significant bits of a key name the level-l octree cell that contains the point, so every
+/// octree cell is one contiguous key range (DESIGN.md §5.1).
+#include <kfmm/core/error.hpp>
+#include <kfmm/core/types.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+namespace kfmm {
+
+/// Bits per axis of a key; keys use 3 · 21 = 63 bits.
+inline constexpr int key_bits_per_axis = 21;
+/// Largest integer coordinate along an axis (2^21 − 1).
+inline constexpr std::uint32_t max_grid_coordinate = (std::uint32_t(1) << key_bits_per_axis) - 1;
+
+/// \brief A cube enclosing all particles: `corner` is its lowest corner, `size` its edge length
+/// (always > 0).
+struct BoundingCube {
+  double corner[3];
+  double size;
+};
+
+/// Integer grid coordinates of a point, each in [0, 2^21 − 1].
+using GridPoint = Kokkos::Array<std::uint32_t, 3>;
+
+/// \brief The cube centred on the box [lo, hi] with a small margin, so that the largest point
+/// maps strictly inside. All-coincident points (or one point) get a cube of positive size.
+/// `lo` and `hi` are usually global (the caller allreduces them). Throws kfmm::Error when a
+/// bound is not finite or lo > hi (an empty particle set).
+inline BoundingCube cube_from_bounds(double const lo[3], double const hi[3]) {
+  double extent = 0, magnitude = 0;
+  for (int k = 0; k < 3; ++k) {
+    if (!std::isfinite(lo[k]) || !std::isfinite(hi[k]) || !std::isfinite(hi[k] - lo[k]) || lo[k] > hi[k])
+      fail("cannot build a bounding cube from bounds [{}, {}] along axis {}; the bounds must be finite with "
+           "lo <= hi (an empty or non-finite particle set has no bounding cube)",
+           lo[k], hi[k], "xyz"[k]);
+    extent = std::max(extent, hi[k] - lo[k]);
+    magnitude = std::max({magnitude, -lo[k], hi[k]});
+  }
+  // The margin keeps the largest point off the upper face; the magnitude term keeps the cube
+  // larger than the round-off of positions far from the origin, and 1 covers a point at 0.
+  double size = extent * (1 + 1e-6) + 1e-12 * magnitude;
+  if (!(size > 0)) size = 1;
+  BoundingCube cube{};
+  for (int k = 0; k < 3; ++k) cube.corner[k] = 0.5 * (lo[k] + hi[k]) - 0.5 * size;
+  cube.size = size;
+  return cube;
+}
+
+/// \brief Componentwise minimum and maximum of the first `n` positions (on this rank).
+/// An empty range gives lo = +DBL_MAX, hi = −DBL_MAX, the identities of a global MIN/MAX reduction.
+template <class ExecutionSpace, class Memory>
+void compute_bounds(ExecutionSpace const& space, Vec3View<double, Memory> const& pos, std::size_t n, double lo[3],
+                    double hi[3]) {
+  for (int k = 0; k < 3; ++k) {
+    Kokkos::MinMaxScalar<double> range;
+    Kokkos::parallel_reduce(
+        "kfmm::hilbert::bounds", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+        KOKKOS_LAMBDA(std::size_t i, Kokkos::MinMaxScalar<double> & update) {
+          double const x = pos(i, k);
+          if (x < update.min_val) update.min_val = x;
+          if (x > update.max_val) update.max_val = x;
+        },
+        Kokkos::MinMax<double>(range));
+    lo[k] = range.min_val;
+    hi[k] = range.max_val;
+  }
+}
+
+namespace detail {
+
+/// Spreads the low 21 bits of x so that bit q moves to bit 3q.
+KOKKOS_INLINE_FUNCTION std::uint64_t spread_bits(std::uint64_t x) {
+  x &= 0x1fffffull;
+  x = (x | x << 32) & 0x1f00000000ffffull;
+  x = (x | x << 16) & 0x1f0000ff0000ffull;
+  x = (x | x << 8) & 0x100f00f00f00f00full;
+  x = (x | x << 4) & 0x10c30c30c30c30c3ull;
+  x = (x | x << 2) & 0x1249249249249249ull;
+  return x;
+}
+
+/// Inverse of spread_bits: gathers bits 0, 3, 6, … into the low 21 bits.
+KOKKOS_INLINE_FUNCTION std::uint32_t compact_bits(std::uint64_t x) {
+  x &= 0x1249249249249249ull;
+  x = (x ^ (x >> 2)) & 0x10c30c30c30c30c3ull;
+  x = (x ^ (x >> 4)) & 0x100f00f00f00f00full;
+  x = (x ^ (x >> 8)) & 0x1f0000ff0000ffull;
+  x = (x ^ (x >> 16)) & 0x1f00000000ffffull;
+  x = (x ^ (x >> 32)) & 0x1fffffull;
+  return static_cast<std::uint32_t>(x);
+}
+
+}  // namespace detail
+
+/// \brief Hilbert key of integer coordinates (each < 2^21). Bits 62…0 hold, level by level
+/// from the top, one bit of x, y and z of Skilling's transposed Hilbert index.
+KOKKOS_INLINE_FUNCTION std::uint64_t hilbert_key(std::uint32_t ix, std::uint32_t iy, std::uint32_t iz) {
+  std::uint32_t x[3] = {ix & max_grid_coordinate, iy & max_grid_coordinate, iz & max_grid_coordinate};
+  // Inverse undo of the excess work.
+  for (std::uint32_t q = std::uint32_t(1) << (key_bits_per_axis - 1); q > 1; q >>= 1) {
+    std::uint32_t const p = q - 1;
+    for (int i = 0; i < 3; ++i) {
+      if (x[i] & q) {
+        x[0] ^= p;
+      } else {
+        std::uint32_t const t = (x[0] ^ x[i]) & p;
+        x[0] ^= t;
+        x[i] ^= t;
+      }
+    }
+  }
+  // Gray encode.
+  x[1] ^= x[0];
+  x[2] ^= x[1];
+  std::uint32_t t = 0;
+  for (std::uint32_t q = std::uint32_t(1) << (key_bits_per_axis - 1); q > 1; q >>= 1)
+    if (x[2] & q) t ^= q - 1;
+  for (int i = 0; i < 3; ++i) x[i] ^= t;
+  return detail::spread_bits(x[0]) << 2 | detail::spread_bits(x[1]) << 1 | detail::spread_bits(x[2]);
+}
+
+/// \brief Integer coordinates of a key (inverse of hilbert_key).
+KOKKOS_INLINE_FUNCTION GridPoint hilbert_coordinates(std::uint64_t key) {
+  std::uint32_t x[3] = {detail::compact_bits(key >> 2), detail::compact_bits(key >> 1), detail::compact_bits(key)};
+  // Gray decode.
+  std::uint32_t t = x[2] >> 1;
+  x[2] ^= x[1];
+  x[1] ^= x[0];
+  x[0] ^= t;
+  // Undo the excess work.
+  for (std::uint32_t q = 2; q != (std::uint32_t(1) << key_bits_per_axis); q <<= 1) {
+    std::uint32_t const p = q - 1;
+    for (int i = 2; i >= 0; --i) {
+      if (x[i] & q) {
+        x[0] ^= p;
+      } else {
+        t = (x[0] ^ x[i]) & p;
+        x[0] ^= t;
+        x[i] ^= t;
+      }
+    }
+  }
+  return GridPoint{{x[0], x[1], x[2]}};
+}
+
+/// \brief Grid coordinates of a point in `cube`, clamped to [0, 2^21 − 1] (NaN maps to 0).
+KOKKOS_INLINE_FUNCTION GridPoint integer_coordinates(BoundingCube const& cube, double x, double y, double z) {
+  double const scale = double(std::uint64_t(1) << key_bits_per_axis) / cube.size;
+  double const point[3] = {x, y, z};
+  GridPoint grid{};
+  for (int k = 0; k < 3; ++k) {
+    double const t = (point[k] - cube.corner[k]) * scale;
+    grid[k] = t >= double(max_grid_coordinate) ? max_grid_coordinate : t >= 0 ? static_cast<std::uint32_t>(t) : 0u;
+  }
+  return grid;
+}
+
+/// \brief Lowest grid corner of the level-`level` cell (0 ≤ level ≤ 21) that holds `key`:
+/// the cell of edge 2^(21−level) grid units named by the top 3·level bits of the key.
+KOKKOS_INLINE_FUNCTION GridPoint cell_corner(std::uint64_t key, int level) {
+  GridPoint corner = hilbert_coordinates(key);
+  std::uint32_t const mask = max_grid_coordinate & ~((std::uint32_t(1) << (key_bits_per_axis - level)) - 1);
+  for (int k = 0; k < 3; ++k) corner[k] &= mask;
+  return corner;
+}
+
+/// \brief Writes the Hilbert keys of the first `n` positions into `keys` (extent ≥ n).
+template <class ExecutionSpace, class Memory>
+void compute_keys(ExecutionSpace const& space, BoundingCube const& cube, Vec3View<double, Memory> const& pos,
+                  std::size_t n, Kokkos::View<std::uint64_t*, Memory> const& keys) {
+  if (pos.extent(0) < n || keys.extent(0) < n)
+    fail("compute_keys: n = {} exceeds the positions ({}) or keys ({}) extent; allocate at least n entries", n,
+         pos.extent(0), keys.extent(0));
+  Kokkos::parallel_for(
+      "kfmm::hilbert::compute_keys", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n), KOKKOS_LAMBDA(std::size_t i) {
+        GridPoint const grid = integer_coordinates(cube, pos(i, 0), pos(i, 1), pos(i, 2));
+        keys(i) = hilbert_key(grid[0], grid[1], grid[2]);
+      });
+}
+
+}  // namespace kfmm

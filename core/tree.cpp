@@ -1,0 +1,165 @@
+#include <kfmm/core/error.hpp>
+#include <kfmm/core/tree.hpp>
+
+namespace kfmm {
+
+namespace {
+
+// Grows a View to at least n entries (×1.5), keeping its content.
+template <class View>
+void grow(View& view, std::size_t n) {
+  if (view.extent(0) >= n) return;
+  std::size_t const grown = view.extent(0) + view.extent(0) / 2;
+  Kokkos::resize(view, n > grown ? n : grown);
+}
+
+// First index in [begin, end) whose key is ≥ value.
+KOKKOS_INLINE_FUNCTION int lower_bound(ScalarView<std::uint64_t const> const& keys, int begin, int end,
+                                       std::uint64_t value) {
+  while (begin < end) {
+    int const mid = begin + (end - begin) / 2;
+    if (keys(mid) < value)
+      begin = mid + 1;
+    else
+      end = mid;
+  }
+  return begin;
+}
+
+KOKKOS_INLINE_FUNCTION bool contains(ScalarView<std::uint64_t const> const& sorted, std::uint64_t value) {
+  int const n = static_cast<int>(sorted.extent(0));
+  int const i = lower_bound(sorted, 0, n, value);
+  return i < n && sorted(i) == value;
+}
+
+}  // namespace
+
+void build_tree(ExecutionSpace const& space, ScalarView<std::uint64_t const> keys, int n, int leaf_size,
+                ScalarView<std::uint64_t const> forced_split, Tree<>& tree) {
+  if (leaf_size < 1) fail("leaf_size = {} is invalid; it must be at least 1", leaf_size);
+  tree.level_offset.assign(1, 0);
+  tree.num_nodes = 0;
+  if (n == 0) {
+    tree.level_offset.push_back(0);
+    return;
+  }
+  std::size_t const estimate = 2 * static_cast<std::size_t>(n) / leaf_size + 64;
+  grow(tree.code, estimate);
+  grow(tree.particle_begin, estimate);
+  grow(tree.particle_end, estimate);
+  grow(tree.child_begin, estimate);
+  grow(tree.child_end, estimate);
+  grow(tree.child_index, estimate);
+
+  // The root cell holds every key.
+  {
+    auto code = tree.code;
+    auto begin = tree.particle_begin;
+    auto end = tree.particle_end;
+    Kokkos::parallel_for(
+        "kfmm::tree::root", Kokkos::RangePolicy<ExecutionSpace>(space, 0, 1), KOKKOS_LAMBDA(int) {
+          code(0) = 1;
+          begin(0) = 0;
+          end(0) = n;
+        });
+  }
+  tree.level_offset.push_back(1);
+  tree.num_nodes = 1;
+
+  ScalarView<int> child_count(Kokkos::view_alloc(space, "kfmm::tree::child_count"), 0);
+  ScalarView<int> bounds(Kokkos::view_alloc(space, "kfmm::tree::bounds"), 0);
+  for (int level = 0; level < max_tree_level; ++level) {
+    int const first = tree.level_offset[level];
+    int const count = tree.level_offset[level + 1] - first;
+    if (count == 0) break;
+    if (static_cast<int>(child_count.extent(0)) < count) {
+      Kokkos::resize(child_count, count);
+      Kokkos::resize(bounds, 9 * count);
+    }
+    // Count the non-empty children of each node that splits; remember the 9 child bounds.
+    auto code = tree.code;
+    auto pbegin = tree.particle_begin;
+    auto pend = tree.particle_end;
+    int const shift = 3 * (max_tree_level - level - 1);
+    Kokkos::parallel_for(
+        "kfmm::tree::count_children", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count), KOKKOS_LAMBDA(int i) {
+          int const node = first + i;
+          int const b = pbegin(node), e = pend(node);
+          bool const split = e - b > leaf_size || (forced_split.extent(0) > 0 && contains(forced_split, code(node)));
+          int children = 0;
+          if (split) {
+            std::uint64_t const prefix = code(node) ^ (std::uint64_t(1) << (3 * level));
+            int lo = b;
+            for (int d = 0; d < 8; ++d) {
+              bounds(9 * i + d) = lo;
+              int const hi = d == 7 ? e : lower_bound(keys, lo, e, ((prefix << 3) | std::uint64_t(d + 1)) << shift);
+              if (hi > lo) ++children;
+              lo = hi;
+            }
+            bounds(9 * i + 8) = e;
+          }
+          child_count(i) = children;
+        });
+    int added = 0;
+    Kokkos::parallel_scan(
+        "kfmm::tree::scan_children", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count),
+        KOKKOS_LAMBDA(int i, int& sum, bool final) {
+          int const c = child_count(i);
+          if (final) child_count(i) = sum;
+          sum += c;
+        },
+        added);
+    int const next = tree.num_nodes;
+    std::size_t const needed = static_cast<std::size_t>(next) + added;
+    grow(tree.code, needed);
+    grow(tree.particle_begin, needed);
+    grow(tree.particle_end, needed);
+    grow(tree.child_begin, needed);
+    grow(tree.child_end, needed);
+    grow(tree.child_index, needed);
+    code = tree.code;
+    pbegin = tree.particle_begin;
+    pend = tree.particle_end;
+    auto cbegin = tree.child_begin;
+    auto cend = tree.child_end;
+    auto cindex = tree.child_index;
+    Kokkos::parallel_for(
+        "kfmm::tree::fill_children", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count), KOKKOS_LAMBDA(int i) {
+          int const node = first + i;
+          int slot = next + child_count(i);
+          cbegin(node) = slot;
+          bool const split = (i + 1 < count ? child_count(i + 1) : added) > child_count(i);
+          if (split) {
+            for (int d = 0; d < 8; ++d) {
+              int const lo = bounds(9 * i + d), hi = bounds(9 * i + d + 1);
+              if (hi > lo) {
+                code(slot) = (code(node) << 3) | std::uint64_t(d);
+                pbegin(slot) = lo;
+                pend(slot) = hi;
+                cindex(slot) = slot;
+                ++slot;
+              }
+            }
+          }
+          cend(node) = slot;
+        });
+    // Leaves of this level have no children: their (empty) range is set above.
+    tree.num_nodes = next + added;
+    tree.level_offset.push_back(tree.num_nodes);
+    if (added == 0) break;
+  }
+  // Nodes of the deepest level are leaves.
+  int const last_first = tree.level_offset[tree.level_offset.size() - 2];
+  int const last_count = tree.num_nodes - last_first;
+  auto cbegin = tree.child_begin;
+  auto cend = tree.child_end;
+  Kokkos::parallel_for(
+      "kfmm::tree::deepest_leaves", Kokkos::RangePolicy<ExecutionSpace>(space, last_first, last_first + last_count),
+      KOKKOS_LAMBDA(int node) { cbegin(node) = cend(node) = 0; });
+  // Trim the trailing empty level, if any.
+  while (tree.level_offset.size() > 2 && tree.level_offset[tree.level_offset.size() - 1] ==
+                                             tree.level_offset[tree.level_offset.size() - 2])
+    tree.level_offset.pop_back();
+}
+
+}  // namespace kfmm

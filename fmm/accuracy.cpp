@@ -1,0 +1,90 @@
+#include <kfmm/fmm/accuracy.hpp>
+#include <kfmm/fmm/direct.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace kfmm {
+
+namespace {
+
+// A well-mixed 64-bit hash (SplitMix64 finaliser) so that sampled ids are spread evenly.
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+AccuracyReport measure_accuracy(Context const& context, Particles<MemorySpace> const& particles,
+                                ScalarView<double> const& potential, Vec3View<double> const& acceleration,
+                                FMMConfig const& config, std::uint64_t samples) {
+  auto const host = to_host(particles);
+  auto const pot = Kokkos::create_mirror_view_and_copy(HostSpace(), potential);
+  auto const acc = Kokkos::create_mirror_view_and_copy(HostSpace(), acceleration);
+  double const fraction = particles.num_total > 0 ? double(samples) / double(particles.num_total) : 1.0;
+  std::uint64_t const threshold =
+      fraction >= 1.0 ? ~std::uint64_t(0) : static_cast<std::uint64_t>(fraction * 18446744073709551615.0);
+  std::vector<std::size_t> chosen;
+  for (std::size_t i = 0; i < host.num; ++i)
+    if (fraction >= 1.0 || mix(host.id(i)) < threshold) chosen.push_back(i);
+  std::size_t const m = chosen.size();
+  Vec3View<double> target_pos("kfmm::accuracy::targets", m);
+  ScalarView<std::uint64_t> target_ids("kfmm::accuracy::ids", m);
+  {
+    auto tp = Kokkos::create_mirror_view(target_pos);
+    auto ti = Kokkos::create_mirror_view(target_ids);
+    for (std::size_t t = 0; t < m; ++t) {
+      for (int k = 0; k < 3; ++k) tp(t, k) = host.pos(chosen[t], k);
+      ti(t) = host.id(chosen[t]);
+    }
+    Kokkos::deep_copy(target_pos, tp);
+    Kokkos::deep_copy(target_ids, ti);
+  }
+  ScalarView<double> direct_pot("kfmm::accuracy::potential", m);
+  Vec3View<double> direct_acc("kfmm::accuracy::acceleration", m);
+  direct_sum(context, particles, target_pos, target_ids, config.softening, config.softening_length, config.G,
+             direct_pot, direct_acc);
+  auto const dp = Kokkos::create_mirror_view_and_copy(HostSpace(), direct_pot);
+  auto const da = Kokkos::create_mirror_view_and_copy(HostSpace(), direct_acc);
+  double sums[4] = {0, 0, 0, 0};
+  std::vector<double> relative(m);
+  for (std::size_t t = 0; t < m; ++t) {
+    std::size_t const i = chosen[t];
+    double d2 = 0, r2 = 0;
+    for (int k = 0; k < 3; ++k) {
+      d2 += (acc(i, k) - da(t, k)) * (acc(i, k) - da(t, k));
+      r2 += da(t, k) * da(t, k);
+    }
+    sums[0] += d2;
+    sums[1] += r2;
+    sums[2] += (pot(i) - dp(t)) * (pot(i) - dp(t));
+    sums[3] += dp(t) * dp(t);
+    relative[t] = r2 > 0 ? std::sqrt(d2 / r2) : std::sqrt(d2);
+  }
+  double global[4];
+  MPI_Allreduce(sums, global, 4, MPI_DOUBLE, MPI_SUM, context.comm());
+  int const count = static_cast<int>(m);
+  std::vector<int> counts(context.size()), offsets(context.size() + 1, 0);
+  MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, context.comm());
+  for (int r = 0; r < context.size(); ++r) offsets[r + 1] = offsets[r] + counts[r];
+  std::vector<double> all(offsets.back());
+  MPI_Allgatherv(relative.data(), count, MPI_DOUBLE, all.data(), counts.data(), offsets.data(), MPI_DOUBLE,
+                 context.comm());
+  std::sort(all.begin(), all.end());
+  AccuracyReport report;
+  report.samples = all.size();
+  if (all.empty()) return report;
+  auto quantile = [&](double q) { return all[static_cast<std::size_t>(q * double(all.size() - 1))]; };
+  report.force_l2 = global[1] > 0 ? std::sqrt(global[0] / global[1]) : std::sqrt(global[0]);
+  report.potential_l2 = global[3] > 0 ? std::sqrt(global[2] / global[3]) : std::sqrt(global[2]);
+  report.median = quantile(0.5);
+  report.p99 = quantile(0.99);
+  report.max = all.back();
+  return report;
+}
+
+}  // namespace kfmm

@@ -1,0 +1,30 @@
+#pragma once
+/// \file
+/// \brief Accuracy of computed forces against direct summation on a sample of targets.
+#include <kfmm/comm/context.hpp>
+#include <kfmm/core/particles.hpp>
+#include <kfmm/fmm/config.hpp>
+
+#include <cstdint>
+
+namespace kfmm {
+
+/// \brief Errors over the sampled targets of all ranks (same on every rank).
+struct AccuracyReport {
+  std::uint64_t samples = 0;
+  double force_l2 = 0;      ///< E = sqrt(Σ|a − a_direct|² / Σ|a_direct|²)
+  double median = 0;        ///< per-particle |a − a_direct| / |a_direct|
+  double p99 = 0;
+  double max = 0;
+  double potential_l2 = 0;  ///< sqrt(Σ(φ − φ_direct)² / Σφ_direct²)
+};
+
+/// \brief Compares `potential` and `acceleration` (aligned with `particles`) with double
+/// direct summation over all ranks' particles, for about `samples` targets chosen by a hash of
+/// their ids (all particles when samples ≥ num_total), with the softening, kernel and G of
+/// `config`. Collective.
+AccuracyReport measure_accuracy(Context const& context, Particles<MemorySpace> const& particles,
+                                ScalarView<double> const& potential, Vec3View<double> const& acceleration,
+                                FMMConfig const& config, std::uint64_t samples);
+
+}  // namespace kfmm

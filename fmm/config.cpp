@@ -1,0 +1,38 @@
+#include <kfmm/core/error.hpp>
+#include <kfmm/fmm/config.hpp>
+#include <kfmm/fmm/expansion_dispatch.hpp>
+
+#include <cmath>
+
+namespace kfmm {
+
+void FMMConfig::validate() const {
+  if (order < min_expansion_order || order > max_expansion_order)
+    fail("order = {} is outside {}…{}; choose an expansion order in that range (--order; 4 or 5 is typical)", order,
+         min_expansion_order, max_expansion_order);
+  if (!(theta > 0.0) || !(theta < 1.5))
+    fail("theta = {} is outside (0, 1.5); the opening angle must be positive and below 1.5 (--theta; 0.5…0.8 is typical)",
+         theta);
+  if (leaf_size < 1) fail("leaf_size = {} is invalid; leaves need at least 1 particle (--leaf-size; 16…64 is typical)", leaf_size);
+  if (!(softening_length >= 0.0) || !std::isfinite(softening_length))
+    fail("softening length = {} is invalid; it must be finite and ≥ 0 (--softening)", softening_length);
+  if (!std::isfinite(G)) fail("G = {} is not finite; set the gravitational constant to a finite value (-G)", G);
+}
+
+std::string to_string(Precision precision) { return precision == Precision::Float ? "float" : "double"; }
+
+Precision parse_precision(std::string const& name) {
+  if (name == "float") return Precision::Float;
+  if (name == "double") return Precision::Double;
+  fail("precision '{}' is unknown; use 'float' or 'double'", name);
+}
+
+std::string to_string(ExpansionCentre centre) { return centre == ExpansionCentre::CentreOfMass ? "mass" : "geometric"; }
+
+ExpansionCentre parse_expansion_centre(std::string const& name) {
+  if (name == "mass") return ExpansionCentre::CentreOfMass;
+  if (name == "geometric") return ExpansionCentre::Geometric;
+  fail("expansion centre '{}' is unknown; use 'mass' (centre of mass) or 'geometric' (cell centre)", name);
+}
+
+}  // namespace kfmm

@@ -1,0 +1,92 @@
+#pragma once
+/// \file
+/// \brief The parts of the force calculation that span ranks: domain decomposition aligned to
+/// the global tree, the replicated top tree, pulling remote nodes per walk level, importing
+/// remote leaf particles, and sending results back to their input order.
+///
+/// The global tree does not depend on the number of ranks: it is the tree one rank would build.
+/// Rank boundaries are moved so that every cell they cut has more than leaf_size particles
+/// (cut cells are inner nodes, "shared", replicated on every rank); every other cell lies on
+/// one rank. Each rank builds its part, all ranks exchange the children of shared cells, and
+/// the walk pulls the children of remote nodes level by level (jz-fmm's scheme, §B.5 of
+/// the reference): only what the walk opens travels, in one request/answer round per level.
+#include <kfmm/comm/context.hpp>
+#include <kfmm/core/hilbert.hpp>
+#include <kfmm/core/particles.hpp>
+#include <kfmm/core/sort.hpp>
+#include <kfmm/core/tree.hpp>
+#include <kfmm/fmm/dual_tree_walk.hpp>
+#include <kfmm/fmm/expansion_pass.hpp>
+#include <kfmm/fmm/node_geometry.hpp>
+#include <kfmm/fmm/stats.hpp>
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+namespace kfmm {
+
+/// \brief Distributed state of one ForceSolver; on one rank every call is trivial.
+class DistributedTree {
+ public:
+  /// Splitters from a weighted sample sort, moved so that no cell with ≤ leaf_size particles
+  /// is cut; then all particle fields move to their owners. `keys` is scratch. Collective.
+  void decompose(ExecutionSpace const& space, Context const& context, BoundingCube const& cube, int leaf_size,
+                 Particles<MemorySpace>& particles, ScalarView<std::uint64_t>& keys);
+  /// Sorted codes of the cells cut by rank boundaries (empty on one rank).
+  ScalarView<std::uint64_t const> forced_split() const { return forced_; }
+
+  /// Completes the local tree with the replicated top (shared cells and every rank's subtree
+  /// roots) and returns the index of the root. Collective.
+  int assemble_top_tree(ExecutionSpace const& space, Context const& context, ExpansionCentre centre_kind,
+                        BoundingCube const& cube, Tree<>& tree, NodeGeometry& geometry, ExpansionPass& pass,
+                        Particles<MemorySpace> const& particles);
+  /// Walk hook: imports the children of the remote nodes among `sources`; returns whether any
+  /// rank still has pairs to open. Collective.
+  bool import_children(ExecutionSpace const& space, Context const& context, ScalarView<int> const& sources,
+                       int count, Tree<>& tree, NodeGeometry& geometry, ExpansionPass& pass);
+  /// Imports the particles of the remote leaves in the P2P lists; returns the source particles
+  /// (local ones first). Collective.
+  PassParticles import_leaf_particles(ExecutionSpace const& space, Context const& context, PairLists const& p2p,
+                                      Tree<>& tree, Particles<MemorySpace> const& particles);
+  /// Sends owner-order results back to input order: `work.id` holds (input rank << 40 | input index).
+  void return_results(ExecutionSpace const& space, Context const& context, Particles<MemorySpace> const& work,
+                      ScalarView<double> const& potential, Vec3View<double> const& acceleration,
+                      ScalarView<double> const& potential_out, Vec3View<double> const& acceleration_out);
+
+  /// Per-particle cost of the last evaluation (owner order), used as weights by decompose().
+  void set_costs(ScalarView<double> const& costs, std::size_t n) {
+    costs_ = costs;
+    cost_count_ = n;
+  }
+
+  /// Nodes and leaves this rank counts for the global totals (shared cells on rank 0).
+  std::uint64_t owned_nodes(Tree<> const& tree, NodeGeometry const& geometry, int rank) const;
+  std::uint64_t owned_leaves(Tree<> const& tree, NodeGeometry const& geometry) const;
+  /// Communication figures of the last evaluation.
+  void fill_stats(Context const& context, ForceStats& stats) const;
+
+ private:
+  struct Records;
+  Records pack_nodes(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
+                     ExpansionPass const& pass, std::vector<int> const& nodes) const;
+  int append_nodes(ExecutionSpace const& space, Records const& records, int flags_inner, Tree<>& tree,
+                   NodeGeometry& geometry, ExpansionPass& pass);
+  void index_local_nodes(Tree<> const& tree);
+
+  std::vector<std::uint64_t> splitters_;
+  ScalarView<std::uint64_t> forced_{"kfmm::distributed::forced_split", 0};
+  ScalarView<std::uint32_t> permutation_{"kfmm::distributed::permutation", 0};
+  KeySorter<MemorySpace, std::uint32_t> sorter_;
+  ScalarView<double> costs_;
+  std::size_t cost_count_ = 0;
+  std::unordered_map<std::uint64_t, int> local_index_;  ///< code → node, nodes this rank owns
+  int local_nodes_ = 0;
+  int child_used_ = 0;                                   ///< entries of child_index in use
+  Vec3View<double> source_pos_{"kfmm::distributed::source_pos", 0};
+  ScalarView<double> source_mass_{"kfmm::distributed::source_mass", 0};
+  std::uint64_t bytes_sent_ = 0, bytes_received_ = 0;
+  std::uint64_t imported_nodes_ = 0, imported_particles_ = 0;
+};
+
+}  // namespace kfmm

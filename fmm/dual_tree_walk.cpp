@@ -1,0 +1,189 @@
+#include <kfmm/core/error.hpp>
+#include <kfmm/fmm/dual_tree_walk.hpp>
+
+#include <limits>
+
+namespace kfmm {
+
+namespace {
+
+constexpr int max_children = 8;
+
+template <class View>
+void grow(View& view, std::size_t n) {
+  if (view.extent(0) < n) Kokkos::resize(view, n + n / 2 + 16);
+}
+
+// Exclusive scan in place; returns the total.
+int exclusive_scan(ExecutionSpace const& space, ScalarView<int> const& values, int n, char const* label) {
+  long long total = 0;
+  Kokkos::parallel_scan(
+      label, Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+      KOKKOS_LAMBDA(int i, long long& sum, bool final) {
+        long long const v = values(i);
+        if (final) values(i) = static_cast<int>(sum);
+        sum += v;
+      },
+      total);
+  if (total > std::numeric_limits<int>::max())
+    fail("the interaction lists need {} entries, more than the 32-bit index limit {}; use more MPI ranks or a larger leaf_size",
+         total, std::numeric_limits<int>::max());
+  return static_cast<int>(total);
+}
+
+// How a pair (a, b) is classified.
+enum PairKind { pair_m2l = 0, pair_p2p = 1, pair_open = 2, pair_none = 3 };
+
+struct WalkView {
+  ScalarView<int> cbegin, cend, cindex, flags;
+  Vec3View<double> centre;
+  ScalarView<double> radius;
+  double theta;
+
+  KOKKOS_INLINE_FUNCTION int num_children(int node) const {
+    return (flags(node) & node_leaf) ? 1 : cend(node) - cbegin(node);
+  }
+  KOKKOS_INLINE_FUNCTION int child(int node, int j) const {
+    return (flags(node) & node_leaf) ? node : cindex(cbegin(node) + j);
+  }
+  KOKKOS_INLINE_FUNCTION PairKind classify(int a, int b) const {
+    if (flags(a) & node_remote) return pair_none;
+    if (a != b) {
+      double d2 = 0;
+      for (int k = 0; k < 3; ++k) d2 += (centre(a, k) - centre(b, k)) * (centre(a, k) - centre(b, k));
+      double const r = radius(a) + radius(b);
+      if (r * r < theta * theta * d2) return pair_m2l;
+    }
+    if ((flags(a) & node_leaf) && (flags(b) & node_leaf)) return pair_p2p;
+    return pair_open;
+  }
+};
+
+}  // namespace
+
+void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry, double theta,
+                       int root, PairLists& m2l, PairLists& p2p, ImportChildren const& import_children) {
+  PairLists* out[3] = {&m2l, &p2p, nullptr};
+  for (int l = 0; l < 2; ++l) {
+    out[l]->segment_begin.assign(1, 0);
+    out[l]->num_groups = out[l]->num_entries = 0;
+    grow(out[l]->offset, 1);
+  }
+  // The first open pair list: (root, root), tested as it is in the first iteration; none
+  // without a root (no particles on this rank).
+  PairLists* open = &open_[0];
+  grow(open->target, 1);
+  grow(open->offset, 2);
+  grow(open->source, 1);
+  open->num_groups = open->num_entries = root >= 0 ? 1 : 0;
+  {
+    auto target = open->target;
+    auto offset = open->offset;
+    auto source = open->source;
+    Kokkos::parallel_for(
+        "kfmm::fmm::walk::start", Kokkos::RangePolicy<ExecutionSpace>(space, 0, 1), KOKKOS_LAMBDA(int) {
+          target(0) = root;
+          offset(0) = 0;
+          offset(1) = root >= 0 ? 1 : 0;
+          source(0) = root;
+        });
+  }
+  for (int iteration = 0;; ++iteration) {
+    bool const more = import_children ? import_children(open->source, open->num_entries) : open->num_groups > 0;
+    if (!more) break;
+    WalkView const w{tree.child_begin, tree.child_end, tree.child_index, geometry.flags,
+                     geometry.centre,  geometry.radius, theta};
+    int const groups = open->num_groups;
+    int const slots = groups * max_children;
+    for (auto& c : counts_) grow(c, slots + 1);
+    // counts_[k] for k = kind: entries of that kind per (group, child slot);
+    // counts_[3 + k]: 1 if that (group, slot) has any entry of kind k (becomes a group).
+    ScalarView<int> entries[3] = {counts_[0], counts_[1], counts_[2]};
+    ScalarView<int> has[3] = {counts_[3], counts_[4], counts_[5]};
+    auto const target = open->target;
+    auto const offset = open->offset;
+    auto const source = open->source;
+    bool const first = iteration == 0;
+    Kokkos::parallel_for(
+        "kfmm::fmm::walk::count", Kokkos::RangePolicy<ExecutionSpace>(space, 0, groups), KOKKOS_LAMBDA(int g) {
+          int const A = target(g);
+          // The root pair is tested as is; afterwards pairs are opened into their children.
+          int const na = first ? 1 : w.num_children(A);
+          for (int j = 0; j < max_children; ++j) {
+            int n[3] = {0, 0, 0};
+            if (j < na) {
+              int const a = first ? A : w.child(A, j);
+              for (int e = offset(g); e < offset(g + 1); ++e) {
+                int const B = source(e);
+                int const nb = first ? 1 : w.num_children(B);
+                for (int jb = 0; jb < nb; ++jb) {
+                  PairKind const kind = w.classify(a, first ? B : w.child(B, jb));
+                  if (kind != pair_none) ++n[kind];
+                }
+              }
+            }
+            for (int k = 0; k < 3; ++k) {
+              entries[k](g * max_children + j) = n[k];
+              has[k](g * max_children + j) = n[k] > 0 ? 1 : 0;
+            }
+          }
+        });
+    PairLists* next = &open_[(iteration + 1) % 2];
+    out[2] = next;
+    int entry_base[3], group_base[3], entry_total[3], group_total[3];
+    for (int k = 0; k < 3; ++k) {
+      entry_total[k] = exclusive_scan(space, entries[k], slots, "kfmm::fmm::walk::scan_entries");
+      group_total[k] = exclusive_scan(space, has[k], slots, "kfmm::fmm::walk::scan_groups");
+      PairLists& list = *out[k];
+      entry_base[k] = k == 2 ? 0 : list.num_entries;
+      group_base[k] = k == 2 ? 0 : list.num_groups;
+      grow(list.target, group_base[k] + group_total[k]);
+      grow(list.offset, group_base[k] + group_total[k] + 1);
+      grow(list.source, entry_base[k] + entry_total[k]);
+    }
+    ScalarView<int> out_target[3] = {m2l.target, p2p.target, next->target};
+    ScalarView<int> out_offset[3] = {m2l.offset, p2p.offset, next->offset};
+    ScalarView<int> out_source[3] = {m2l.source, p2p.source, next->source};
+    Kokkos::parallel_for(
+        "kfmm::fmm::walk::fill", Kokkos::RangePolicy<ExecutionSpace>(space, 0, groups), KOKKOS_LAMBDA(int g) {
+          int const A = target(g);
+          int const na = first ? 1 : w.num_children(A);
+          for (int j = 0; j < na; ++j) {
+            int const slot = g * max_children + j;
+            int const a = first ? A : w.child(A, j);
+            int cursor[3];
+            for (int k = 0; k < 3; ++k) {
+              cursor[k] = entry_base[k] + entries[k](slot);
+              bool const is_group = (slot + 1 < slots ? has[k](slot + 1) : group_total[k]) > has[k](slot);
+              if (is_group) {
+                int const group = group_base[k] + has[k](slot);
+                out_target[k](group) = a;
+                out_offset[k](group) = cursor[k];
+              }
+            }
+            for (int e = offset(g); e < offset(g + 1); ++e) {
+              int const B = source(e);
+              int const nb = first ? 1 : w.num_children(B);
+              for (int jb = 0; jb < nb; ++jb) {
+                int const b = first ? B : w.child(B, jb);
+                PairKind const kind = w.classify(a, b);
+                if (kind != pair_none) out_source[kind](cursor[kind]++) = b;
+              }
+            }
+          }
+        });
+    // Close the offsets of the three lists and the segments of M2L and P2P.
+    for (int k = 0; k < 3; ++k) {
+      int const groups_after = group_base[k] + group_total[k];
+      int const entries_after = entry_base[k] + entry_total[k];
+      Kokkos::deep_copy(space, Kokkos::subview(out_offset[k], groups_after), entries_after);
+      PairLists& list = *out[k];
+      list.num_groups = groups_after;
+      list.num_entries = entries_after;
+      if (k < 2 && group_total[k] > 0) list.segment_begin.push_back(groups_after);
+    }
+    open = next;
+  }
+}
+
+}  // namespace kfmm

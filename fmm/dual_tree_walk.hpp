@@ -1,0 +1,48 @@
+#pragma once
+/// \file
+/// \brief Level-synchronous dual-tree walk producing M2L and P2P interaction lists.
+#include <kfmm/core/tree.hpp>
+#include <kfmm/fmm/node_geometry.hpp>
+
+#include <functional>
+#include <vector>
+
+namespace kfmm {
+
+/// \brief Interaction lists grouped by target node: group g has target `target(g)` and the
+/// sources `source(offset(g) … offset(g+1))`. Groups come in segments (one per walk level);
+/// within a segment every target appears at most once, so a kernel may run over the groups
+/// of a segment in parallel and over segments in order: no atomics, fixed summation order.
+struct PairLists {
+  ScalarView<int> target;
+  ScalarView<int> offset;
+  ScalarView<int> source;
+  std::vector<int> segment_begin;  ///< groups of segment s: [segment_begin[s], segment_begin[s+1])
+  int num_groups = 0;
+  int num_entries = 0;
+
+  int num_segments() const { return segment_begin.empty() ? 0 : static_cast<int>(segment_begin.size()) - 1; }
+};
+
+/// \brief The dual-tree walk. Starts from (root, root); a pair (a, b) is accepted for M2L when
+/// a ≠ b and (r_a + r_b) < θ |c_a − c_b|, goes to P2P when both are leaves, and is opened
+/// otherwise into children(a) × children(b) (a leaf stands for itself). Counting, scanning
+/// and filling keep a fixed order, so the lists do not depend on the number of threads.
+/// Keeps its scratch Views between calls.
+class DualTreeWalk {
+ public:
+  /// Called before each level with the sources of the pairs about to be opened, so that the
+  /// distributed solver can import the children of remote nodes (flag node_unopened). It may
+  /// append nodes to the tree and geometry and must clear node_unopened of the nodes it
+  /// opened. It returns whether any rank still has pairs to open (the walk is collective).
+  using ImportChildren = std::function<bool(ScalarView<int> const& sources, int count)>;
+
+  void run(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry, double theta, int root,
+           PairLists& m2l, PairLists& p2p, ImportChildren const& import_children = {});
+
+ private:
+  PairLists open_[2];
+  ScalarView<int> counts_[6];
+};
+
+}  // namespace kfmm

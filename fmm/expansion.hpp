@@ -1,0 +1,155 @@
+#pragma once
+/// \file
+/// \brief Cartesian Taylor expansions of order P (full, not traceless) of the softened kernel:
+/// P2M, M2M, M2L, L2L, L2P. Device-callable, no allocation, fully unrolled at compile time.
+///
+/// Scaling (all scales are powers of two chosen by the caller, so rescaling is exact):
+/// - a node's multipole about its centre c with scale s is stored as
+///     M̃_n = Σ_j m_j ((x_j − c)/s)^n / n!,
+/// - a node's local expansion about c with scale s is stored as L̃_k with
+///     φ(c + s·u) = Σ_k L̃_k u^k,   φ(x) = Σ_j m_j K(|x − x_j|)   (positive; potential = −G φ).
+/// So |M̃_n| ≤ Σ m and |L̃_k| ~ φ at any order: float neither overflows nor underflows for tiny or
+/// huge nodes. Arrays are Real[ncoeff<P>] in the graded layout of multi_index.hpp.
+#include <kfmm/fmm/kernel_derivatives.hpp>
+#include <kfmm/fmm/multi_index.hpp>
+
+namespace kfmm {
+
+/// \brief P2M: accumulates one particle of mass m at scaled offset u = (x − c)/s into M̃.
+template <int P, class Real>
+KOKKOS_INLINE_FUNCTION void p2m(Real m, Real ux, Real uy, Real uz, Real* M) {
+  Real w[ncoeff<P>];
+  monomials<P, true>(ux, uy, uz, w);
+  static_for<ncoeff<P>>([&](auto I) { M[decltype(I)::value] += m * w[decltype(I)::value]; });
+}
+
+/// \brief M2M: accumulates a child's multipole (scale s_child) into its parent's (scale
+/// s_parent); (dx, dy, dz) = c_child − c_parent, unscaled. Exact up to round-off: the shifted
+/// multipole equals P2M of the child's particles about the parent centre.
+template <int P, class Real>
+KOKKOS_INLINE_FUNCTION void m2m(Real const* M_child, Real s_child, Real dx, Real dy, Real dz, Real s_parent,
+                                Real* M_parent) {
+  Real const inv_parent = Real(1) / s_parent;
+  Real w[ncoeff<P>];  // (d/s_parent)^n / n!
+  monomials<P, true>(dx * inv_parent, dy * inv_parent, dz * inv_parent, w);
+  Real ratio[P + 1];
+  powers<P>(s_child * inv_parent, ratio);
+  Real child[ncoeff<P>];
+  static_for<ncoeff<P>>([&](auto I) {
+    constexpr int k = decltype(I)::value;
+    constexpr int degree = multi_index_table<P>.degree[k];
+    child[k] = M_child[k] * ratio[degree];
+  });
+  // M̃ᵖ_{k+n} += (s_c/s_p)^{|k|} M̃ᶜ_k (d/s_p)^n / n!
+  static_for<index_pair_table<P>.size>([&](auto I) {
+    constexpr int i = decltype(I)::value;
+    constexpr int k = index_pair_table<P>.k[i], n = index_pair_table<P>.n[i], sum = index_pair_table<P>.sum[i];
+    M_parent[sum] += child[k] * w[n];
+  });
+}
+
+/// \brief M2L: accumulates into the local expansion of a target node (centre c_t, scale
+/// s_target) the field of a source multipole (centre c_s, scale s_source);
+/// (dx, dy, dz) = c_t − c_s, unscaled; h = softening length of the kernel (ε for Plummer,
+/// 2.8 ε for the spline).
+///
+/// L_k = (1/k!) Σ_{|n| ≤ P−|k|} (−1)^{|n|} ∂^{k+n}K(c_t − c_s) M_n. The kernel derivatives are
+/// taken at (c_t − c_s)/ρ with ρ = max(|dx|, |dy|, |dz|, s_source, s_target), using
+/// ∂^α K_h(R) = ρ^{−1−|α|} ∂^α K_{h/ρ}(R/ρ), so every intermediate stays O(1).
+template <SofteningKind kind, int P, class Real>
+KOKKOS_INLINE_FUNCTION void m2l(Real const* M_source, Real s_source, Real dx, Real dy, Real dz, Real h,
+                                Real s_target, Real* L_target) {
+  using compat::math::fabs;
+  using compat::math::max;
+  Real const rho = max(max(max(fabs(dx), fabs(dy)), fabs(dz)), max(s_source, s_target));
+  Real const inv_rho = Real(1) / rho;
+  Real D[ncoeff<P>];
+  kernel_derivatives<kind, P>(dx * inv_rho, dy * inv_rho, dz * inv_rho, h * inv_rho, D);
+
+  Real source_factor[P + 1];  // (−s_source/ρ)^|n|
+  powers<P>(-s_source * inv_rho, source_factor);
+  Real target_factor[P + 1];  // (s_target/ρ)^|k| / ρ
+  target_factor[0] = inv_rho;
+  for (int d = 1; d <= P; ++d) target_factor[d] = target_factor[d - 1] * (s_target * inv_rho);
+
+  Real a[ncoeff<P>];
+  static_for<ncoeff<P>>([&](auto I) {
+    constexpr int n = decltype(I)::value;
+    constexpr int degree = multi_index_table<P>.degree[n];
+    a[n] = M_source[n] * source_factor[degree];
+  });
+  Real acc[ncoeff<P>] = {};
+  static_for<index_pair_table<P>.size>([&](auto I) {
+    constexpr int i = decltype(I)::value;
+    constexpr int k = index_pair_table<P>.k[i], n = index_pair_table<P>.n[i], sum = index_pair_table<P>.sum[i];
+    acc[k] += D[sum] * a[n];
+  });
+  static_for<ncoeff<P>>([&](auto I) {
+    constexpr int k = decltype(I)::value;
+    constexpr double inv_factorial = multi_index_table<P>.inv_factorial[k];
+    constexpr int degree = multi_index_table<P>.degree[k];
+    L_target[k] += acc[k] * (target_factor[degree] * Real(inv_factorial));
+  });
+}
+
+/// \brief L2L: accumulates a parent's local expansion (scale s_parent) into a child's (scale
+/// s_child); (dx, dy, dz) = c_child − c_parent, unscaled. Exact re-expansion of the polynomial.
+template <int P, class Real>
+KOKKOS_INLINE_FUNCTION void l2l(Real const* L_parent, Real s_parent, Real dx, Real dy, Real dz, Real s_child,
+                                Real* L_child) {
+  Real const inv_parent = Real(1) / s_parent;
+  Real w[ncoeff<P>];  // (d/s_parent)^n
+  monomials<P, false>(dx * inv_parent, dy * inv_parent, dz * inv_parent, w);
+  Real acc[ncoeff<P>] = {};
+  // L̃ᶜ_k = (s_c/s_p)^{|k|} Σ_n C(k+n, k) L̃ᵖ_{k+n} (d/s_p)^n
+  static_for<index_pair_table<P>.size>([&](auto I) {
+    constexpr int i = decltype(I)::value;
+    constexpr int k = index_pair_table<P>.k[i], n = index_pair_table<P>.n[i], sum = index_pair_table<P>.sum[i];
+    constexpr double binomial = index_pair_table<P>.binomial[i];
+    if constexpr (binomial == 1.0)
+      acc[k] += L_parent[sum] * w[n];
+    else
+      acc[k] += Real(binomial) * L_parent[sum] * w[n];
+  });
+  Real ratio[P + 1];
+  powers<P>(s_child * inv_parent, ratio);
+  static_for<ncoeff<P>>([&](auto I) {
+    constexpr int k = decltype(I)::value;
+    constexpr int degree = multi_index_table<P>.degree[k];
+    L_child[k] += acc[k] * ratio[degree];
+  });
+}
+
+/// \brief L2P: evaluates a local expansion (scale s) at u = (x − c)/s. Returns φ = Σ m K
+/// (positive) and its gradient ∂φ/∂x in unscaled coordinates (the acceleration is G ∇φ).
+template <int P, class Real>
+KOKKOS_INLINE_FUNCTION void l2p(Real const* L, Real s, Real ux, Real uy, Real uz, Real& phi, Real& dphidx,
+                                Real& dphidy, Real& dphidz) {
+  Real mono[ncoeff<P>];
+  monomials<P, false>(ux, uy, uz, mono);
+  Real value = Real(0), gx = Real(0), gy = Real(0), gz = Real(0);
+  static_for<ncoeff<P>>([&](auto I) {
+    constexpr int k = decltype(I)::value;
+    constexpr int a = multi_index_table<P>.e[k][0], b = multi_index_table<P>.e[k][1], c = multi_index_table<P>.e[k][2];
+    value += L[k] * mono[k];
+    if constexpr (a > 0) {
+      constexpr int below = flat_index(a - 1, b, c);
+      gx += Real(a) * L[k] * mono[below];
+    }
+    if constexpr (b > 0) {
+      constexpr int below = flat_index(a, b - 1, c);
+      gy += Real(b) * L[k] * mono[below];
+    }
+    if constexpr (c > 0) {
+      constexpr int below = flat_index(a, b, c - 1);
+      gz += Real(c) * L[k] * mono[below];
+    }
+  });
+  Real const inv_s = Real(1) / s;
+  phi = value;
+  dphidx = gx * inv_s;
+  dphidy = gy * inv_s;
+  dphidz = gz * inv_s;
+}
+
+}  // namespace kfmm

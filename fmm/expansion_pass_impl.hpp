@@ -1,0 +1,233 @@
+#pragma once
+/// \file
+/// \brief ExpansionPass for a compile-time order P, arithmetic type Real and kernel; included
+/// by the per-order translation units expansion_pass_pN.cpp (one per order keeps builds parallel).
+#include <kfmm/fmm/expansion.hpp>
+#include <kfmm/fmm/expansion_pass.hpp>
+#include <kfmm/fmm/p2p.hpp>
+
+namespace kfmm::detail {
+
+/// P2M at a leaf from its particles, M2M at an inner node from its children.
+template <class Real, int P>
+struct UpwardFunctor {
+  static constexpr int N = ncoeff<P>;
+  Kokkos::View<Real* [N], Kokkos::LayoutRight, MemorySpace> M;
+  Vec3View<double> pos;
+  ScalarView<double> mass;
+  ScalarView<int> pbegin, pend, cbegin, cend, cindex;
+  Vec3View<double> centre;
+  ScalarView<double> scale;
+
+  KOKKOS_INLINE_FUNCTION void operator()(int node) const {
+    Real acc[N];
+    for (int n = 0; n < N; ++n) acc[n] = 0;
+    double const s = scale(node);
+    if (cbegin(node) == cend(node)) {
+      double const inv = 1.0 / s;
+      for (int i = pbegin(node); i < pend(node); ++i)
+        p2m<P, Real>(Real(mass(i)), Real((pos(i, 0) - centre(node, 0)) * inv), Real((pos(i, 1) - centre(node, 1)) * inv),
+                     Real((pos(i, 2) - centre(node, 2)) * inv), acc);
+    } else {
+      for (int c = cbegin(node); c < cend(node); ++c) {
+        int const child = cindex(c);
+        m2m<P, Real>(&M(child, 0), Real(scale(child)), Real(centre(child, 0) - centre(node, 0)),
+                     Real(centre(child, 1) - centre(node, 1)), Real(centre(child, 2) - centre(node, 2)), Real(s), acc);
+      }
+    }
+    for (int n = 0; n < N; ++n) M(node, n) = acc[n];
+  }
+};
+
+template <class Real, int P, SofteningKind kind>
+class ExpansionPassImpl final : public ExpansionPass {
+  static constexpr int N = ncoeff<P>;
+  using Coefficients = Kokkos::View<Real* [N], Kokkos::LayoutRight, MemorySpace>;
+
+ public:
+  explicit ExpansionPassImpl(double softening_length)
+      : h_(static_cast<Real>(kind == SofteningKind::Spline ? 2.8 * softening_length : softening_length)) {}
+
+  int coefficients_per_node() const override { return N; }
+
+  void reserve_nodes(std::size_t count) override {
+    if (multipole_.extent(0) < count) {
+      Kokkos::resize(multipole_, count + count / 2);
+      Kokkos::resize(local_, count + count / 2);
+    }
+  }
+
+  void upward(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
+              PassParticles const& particles) override {
+    reserve_nodes(tree.num_nodes);
+    auto const functor = upward_functor(tree, geometry, particles);
+    for (int level = tree.num_levels() - 1; level >= 0; --level)
+      Kokkos::parallel_for(
+          "kfmm::fmm::upward",
+          Kokkos::RangePolicy<ExecutionSpace>(space, tree.level_offset[level], tree.level_offset[level + 1]), functor);
+  }
+
+  void upward_nodes(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
+                    ScalarView<int> const& nodes, int count) override {
+    reserve_nodes(tree.num_nodes);
+    auto const functor = upward_functor(tree, geometry, PassParticles{});
+    Kokkos::parallel_for(
+        "kfmm::fmm::upward_nodes", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count),
+        KOKKOS_LAMBDA(int i) { functor(nodes(i)); });
+  }
+
+  void get_multipoles(ExecutionSpace const& space, ScalarView<int> const& nodes, int count,
+                      Kokkos::View<double**, MemorySpace> const& out) const override {
+    auto const M = multipole_;
+    Kokkos::parallel_for(
+        "kfmm::fmm::get_multipoles", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count), KOKKOS_LAMBDA(int i) {
+          for (int n = 0; n < N; ++n) out(i, n) = M(nodes(i), n);
+        });
+  }
+
+  void set_multipoles(ExecutionSpace const& space, int first, int count,
+                      Kokkos::View<double**, MemorySpace> const& in) override {
+    reserve_nodes(first + count);
+    auto M = multipole_;
+    Kokkos::parallel_for(
+        "kfmm::fmm::set_multipoles", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count), KOKKOS_LAMBDA(int i) {
+          for (int n = 0; n < N; ++n) M(first + i, n) = Real(in(i, n));
+        });
+  }
+
+  void translate(ExecutionSpace const& space, NodeGeometry const& geometry, PairLists const& m2l) override {
+    Kokkos::deep_copy(space, local_, Real(0));
+    translate_m2l(space, geometry, m2l);
+  }
+
+  void evaluate_locals(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
+                       PassParticles const& particles, ScalarView<double> const& phi,
+                       Vec3View<double> const& grad) override {
+    downward(space, tree, geometry);
+    evaluate_at_particles(space, tree, geometry, particles, phi, grad);
+  }
+
+  void add_near_field(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
+                      PairLists const& p2p, PassParticles const& particles, ScalarView<double> const& phi,
+                      Vec3View<double> const& grad) override {
+    pairs_ = near_field<Real, kind>(space, tree, geometry, p2p, particles, h_, phi, grad, near_);
+  }
+
+  std::uint64_t p2p_pairs() const override { return pairs_; }
+
+ private:
+  UpwardFunctor<Real, P> upward_functor(Tree<> const& tree, NodeGeometry const& geometry,
+                                        PassParticles const& particles) const {
+    return UpwardFunctor<Real, P>{multipole_,        particles.pos,    particles.mass,   tree.particle_begin,
+                                  tree.particle_end, tree.child_begin, tree.child_end,   tree.child_index,
+                                  geometry.centre,   geometry.scale};
+  }
+
+  void translate_m2l(ExecutionSpace const& space, NodeGeometry const& geometry, PairLists const& lists) {
+    auto const M = multipole_;
+    auto L = local_;
+    auto const centre = geometry.centre;
+    auto const scale = geometry.scale;
+    auto const target = lists.target;
+    auto const offset = lists.offset;
+    auto const source = lists.source;
+    Real const h = h_;
+    for (int s = 0; s < lists.num_segments(); ++s) {
+      Kokkos::parallel_for(
+          "kfmm::fmm::m2l",
+          Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, lists.segment_begin[s],
+                                                                                  lists.segment_begin[s + 1]),
+          KOKKOS_LAMBDA(int g) {
+            int const a = target(g);
+            Real acc[N];
+            for (int n = 0; n < N; ++n) acc[n] = L(a, n);
+            Real const sa = Real(scale(a));
+            for (int e = offset(g); e < offset(g + 1); ++e) {
+              int const b = source(e);
+              m2l<kind, P, Real>(&M(b, 0), Real(scale(b)), Real(centre(a, 0) - centre(b, 0)),
+                                 Real(centre(a, 1) - centre(b, 1)), Real(centre(a, 2) - centre(b, 2)), h, sa, acc);
+            }
+            for (int n = 0; n < N; ++n) L(a, n) = acc[n];
+          });
+    }
+  }
+
+  void downward(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry) {
+    auto L = local_;
+    auto const centre = geometry.centre;
+    auto const scale = geometry.scale;
+    auto const cbegin = tree.child_begin;
+    auto const cend = tree.child_end;
+    auto const cindex = tree.child_index;
+    auto const flags = geometry.flags;
+    for (int level = 0; level + 1 < tree.num_levels(); ++level) {
+      Kokkos::parallel_for(
+          "kfmm::fmm::l2l",
+          Kokkos::RangePolicy<ExecutionSpace>(space, tree.level_offset[level], tree.level_offset[level + 1]),
+          KOKKOS_LAMBDA(int node) {
+            for (int c = cbegin(node); c < cend(node); ++c) {
+              int const child = cindex(c);
+              if (flags(child) & node_remote) continue;
+              Real acc[N];
+              for (int n = 0; n < N; ++n) acc[n] = L(child, n);
+              l2l<P, Real>(&L(node, 0), Real(scale(node)), Real(centre(child, 0) - centre(node, 0)),
+                           Real(centre(child, 1) - centre(node, 1)), Real(centre(child, 2) - centre(node, 2)),
+                           Real(scale(child)), acc);
+              for (int n = 0; n < N; ++n) L(child, n) = acc[n];
+            }
+          });
+    }
+  }
+
+  void evaluate_at_particles(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
+                             PassParticles const& particles, ScalarView<double> const& phi,
+                             Vec3View<double> const& grad) {
+    auto const L = local_;
+    auto const centre = geometry.centre;
+    auto const scale = geometry.scale;
+    auto const pos = particles.pos;
+    auto const pbegin = tree.particle_begin;
+    auto const pend = tree.particle_end;
+    auto const cbegin = tree.child_begin;
+    auto const cend = tree.child_end;
+    auto const flags = geometry.flags;
+    Kokkos::parallel_for(
+        "kfmm::fmm::l2p", Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, tree.num_nodes),
+        KOKKOS_LAMBDA(int node) {
+          if (cbegin(node) != cend(node) || (flags(node) & node_remote)) return;
+          double const s = scale(node);
+          double const inv = 1.0 / s;
+          for (int i = pbegin(node); i < pend(node); ++i) {
+            Real p, gx, gy, gz;
+            l2p<P, Real>(&L(node, 0), Real(s), Real((pos(i, 0) - centre(node, 0)) * inv),
+                         Real((pos(i, 1) - centre(node, 1)) * inv), Real((pos(i, 2) - centre(node, 2)) * inv), p, gx, gy,
+                         gz);
+            phi(i) = p;
+            grad(i, 0) = gx;
+            grad(i, 1) = gy;
+            grad(i, 2) = gz;
+          }
+        });
+  }
+
+  Real h_;
+  Coefficients multipole_{"kfmm::fmm::multipoles", 0};
+  Coefficients local_{"kfmm::fmm::locals", 0};
+  NearFieldScratch<Real> near_;
+  std::uint64_t pairs_ = 0;
+};
+
+/// Makes the pass of order P for a precision and kernel chosen at run time.
+template <int P>
+std::unique_ptr<ExpansionPass> make_pass_of_order(Precision precision, SofteningKind kind, double softening_length) {
+  if (precision == Precision::Float) {
+    if (kind == SofteningKind::Plummer)
+      return std::make_unique<ExpansionPassImpl<float, P, SofteningKind::Plummer>>(softening_length);
+    return std::make_unique<ExpansionPassImpl<float, P, SofteningKind::Spline>>(softening_length);
+  }
+  if (kind == SofteningKind::Plummer)
+    return std::make_unique<ExpansionPassImpl<double, P, SofteningKind::Plummer>>(softening_length);
+  return std::make_unique<ExpansionPassImpl<double, P, SofteningKind::Spline>>(softening_length);
+}
+
+}  // namespace kfmm::detail

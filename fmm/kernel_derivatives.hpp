@@ -1,0 +1,179 @@
+#pragma once
+/// \file
+/// \brief Cartesian derivatives ∂^α K(|x|), |α| ≤ P, of the softened kernels of softening.hpp,
+/// for the far field (M2L) of Taylor expansions.
+///
+/// K(|x|) = f(s) with s = |x|². First the radial derivatives g_m = 2^m dᵐf/dsᵐ (closed forms per
+/// kernel piece), then, per axis, ∂_x^a g(x²) = Σ_i a!/(i!(a−2i)!) (2x)^{a−2i} g^{(a−i)}, which in
+/// three dimensions gives
+///   ∂^α f = Σ_{i,j,l} C_a^i C_b^j C_c^l 2^{−(i+j+l)} x^{a−2i} y^{b−2j} z^{c−2l} g_{|α|−i−j−l}
+/// with C_a^i = a!/(i!(a−2i)!). The term list is a compile-time table; everything is unrolled.
+#include <kfmm/fmm/multi_index.hpp>
+#include <kfmm/fmm/softening.hpp>
+
+namespace kfmm {
+
+namespace detail {
+
+/// Falling factorial x (x−1) … (x−m+1) of a half-integer x = q/2.
+constexpr double falling_half(int q, int m) {
+  double r = 1.0;
+  for (int i = 0; i < m; ++i) r *= 0.5 * q - i;
+  return r;
+}
+
+/// One piece of the cubic spline inside h: K = (1/h) Σ_q c_q u^q, u = r/h, q ∈ {−1,0,2,3,4,5}.
+/// Exact fractions of the decimals in pair_kernel (GADGET-4's forcetree.h).
+struct SplinePiece {
+  double c[7];  ///< c[q + 1], q = −1 … 5
+};
+inline constexpr SplinePiece spline_inner{{0.0, 14.0 / 5, 0.0, -16.0 / 3, 0.0, 48.0 / 5, -32.0 / 5}};  // u < 1/2
+inline constexpr SplinePiece spline_outer{
+    {-1.0 / 15, 16.0 / 5, 0.0, -32.0 / 3, 16.0, -48.0 / 5, 32.0 / 15}};  // 1/2 ≤ u < 1
+
+/// g_m = 2^m dᵐ/dsᵐ (1/h) Σ_q c_q (s/h²)^{q/2}. Terms with q ≥ 2m are written as
+/// u^{q−2m} 2^m/h^{2m+1} (finite at s = 0, where they are the exact polynomial part); the others
+/// as (c_q u^q/h)(2/s)^m, which is singular at s = 0 only where the true derivative is.
+template <SplinePiece const& piece, int M, class Real>
+KOKKOS_FORCEINLINE_FUNCTION void spline_piece_derivatives(Real s, Real u, Real hinv, Real* g) {
+  Real upow[6];
+  powers<5>(u, upow);
+  Real uinv = Real(0);  // only pieces with a 1/u term need it (and there u ≥ 1/2)
+  if constexpr (piece.c[0] != 0.0) uinv = Real(1) / u;
+  Real const two_over_h2 = Real(2) * hinv * hinv;
+  Real const two_over_s = Real(2) / s;
+  Real hpow = hinv;        // 2^m / h^{2m+1}
+  Real spow = Real(1);     // (2/s)^m
+  static_for<M + 1>([&](auto Mc) {
+    constexpr int m = decltype(Mc)::value;
+    Real polynomial = Real(0);  // terms with q ≥ 2m
+    Real singular = Real(0);    // terms with q < 2m, before the factor (2/s)^m
+    static_for<7>([&](auto Qc) {
+      constexpr int q = decltype(Qc)::value - 1;
+      constexpr double coefficient = piece.c[q + 1] * falling_half(q, m);
+      if constexpr (coefficient != 0.0) {
+        if constexpr (q >= 2 * m) {
+          polynomial += Real(coefficient) * upow[q - 2 * m];
+        } else {
+          singular += Real(coefficient) * (q < 0 ? uinv : upow[q < 0 ? 0 : q]);
+        }
+      }
+    });
+    constexpr bool has_singular = [] {
+      for (int q = -1; q <= 5; ++q)
+        if (q < 2 * m && piece.c[q + 1] * falling_half(q, m) != 0.0) return true;
+      return false;
+    }();
+    g[m] = polynomial * hpow;  // (2/s)^m = ∞ at s = 0 must not meet a zero sum of no terms
+    if constexpr (has_singular) g[m] += singular * hinv * spow;
+    hpow *= two_over_h2;
+    spow *= two_over_s;
+  });
+}
+
+}  // namespace detail
+
+/// \brief Radial derivatives g_m = 2^m dᵐ/dsᵐ K(√s), m = 0 … M, of the kernel with softening
+/// length h (ε for Plummer, 2.8 ε for the spline). Values that over- or underflow to a non-finite
+/// number (tiny s at high order; s = 0 where the kernel is not smooth) are set to 0, as in jz-fmm,
+/// so that they cannot poison an expansion.
+template <SofteningKind kind, int M, class Real>
+KOKKOS_INLINE_FUNCTION void radial_derivatives(Real s, Real h, Real* g) {
+  using compat::math::sqrt;
+  auto newtonian_like = [&](Real g0, Real inv) {  // g_m = −(2m−1) g_{m−1} inv
+    g[0] = g0;
+    static_for<M>([&](auto Mc) {
+      constexpr int m = decltype(Mc)::value + 1;
+      g[m] = g[m - 1] * (Real(-(2 * m - 1)) * inv);
+    });
+  };
+  if constexpr (kind == SofteningKind::Plummer) {
+    Real const g0 = compat::math::rsqrt(s + h * h);
+    newtonian_like(g0, g0 * g0);
+  } else {
+    if (s >= h * h) {
+      Real const g0 = compat::math::rsqrt(s);
+      newtonian_like(g0, g0 * g0);
+    } else {
+      Real const hinv = Real(1) / h;
+      Real const u = sqrt(s) * hinv;
+      if (u < Real(0.5))
+        detail::spline_piece_derivatives<detail::spline_inner, M>(s, u, hinv, g);
+      else
+        detail::spline_piece_derivatives<detail::spline_outer, M>(s, u, hinv, g);
+    }
+  }
+  for (int m = 0; m <= M; ++m)
+    if (!compat::math::isfinite(g[m])) g[m] = Real(0);
+}
+
+/// \brief The terms of ∂^α f(|x|²) = Σ coefficient · x^β · g_m, sorted by α.
+template <int P>
+struct DerivativeTermTable {
+  static constexpr int count_terms() {
+    int t = 0;
+    for (int a = 0; a <= P; ++a)
+      for (int b = 0; a + b <= P; ++b)
+        for (int c = 0; a + b + c <= P; ++c) t += (a / 2 + 1) * (b / 2 + 1) * (c / 2 + 1);
+    return t;
+  }
+  static constexpr int size = count_terms();
+  int alpha[size] = {};
+  int beta[size] = {};
+  int m[size] = {};
+  double coefficient[size] = {};
+
+  constexpr DerivativeTermTable() {
+    constexpr MultiIndexTable<P> t{};
+    auto c_half = [](int a, int i) {  // a!/(i!(a−2i)!) / 2^i
+      return detail::factorial(a) / (detail::factorial(i) * detail::factorial(a - 2 * i)) / double(1 << i);
+    };
+    int p = 0;
+    for (int k = 0; k < t.size; ++k) {
+      int const a = t.e[k][0], b = t.e[k][1], c = t.e[k][2];
+      for (int i = 0; 2 * i <= a; ++i)
+        for (int j = 0; 2 * j <= b; ++j)
+          for (int l = 0; 2 * l <= c; ++l) {
+            alpha[p] = k;
+            beta[p] = flat_index(a - 2 * i, b - 2 * j, c - 2 * l);
+            m[p] = t.degree[k] - i - j - l;
+            coefficient[p] = c_half(a, i) * c_half(b, j) * c_half(c, l);
+            ++p;
+          }
+    }
+  }
+};
+
+template <int P>
+inline constexpr DerivativeTermTable<P> derivative_term_table{};
+
+/// \brief Cartesian derivatives from radial ones: D[α] = ∂^α f(|x|²) for |α| ≤ P, given
+/// g_m = 2^m f^{(m)}(|x|²), m = 0 … P. D is in the graded layout of multi_index.hpp.
+template <int P, class Real>
+KOKKOS_FORCEINLINE_FUNCTION void cartesian_derivatives(Real x, Real y, Real z, Real const* g, Real* D) {
+  Real mono[ncoeff<P>];
+  monomials<P, false>(x, y, z, mono);
+  for (int i = 0; i < ncoeff<P>; ++i) D[i] = Real(0);
+  static_for<DerivativeTermTable<P>::size>([&](auto Tc) {
+    constexpr int t = decltype(Tc)::value;
+    constexpr int alpha = derivative_term_table<P>.alpha[t];
+    constexpr int beta = derivative_term_table<P>.beta[t];
+    constexpr int m = derivative_term_table<P>.m[t];
+    constexpr double coefficient = derivative_term_table<P>.coefficient[t];
+    if constexpr (coefficient == 1.0)
+      D[alpha] += mono[beta] * g[m];
+    else
+      D[alpha] += Real(coefficient) * mono[beta] * g[m];
+  });
+}
+
+/// \brief D[α] = ∂^α K(|x|) for |α| ≤ P: the derivative tensor of the softened kernel of kind
+/// `kind` with softening length h (ε for Plummer, 2.8 ε for the spline) at x.
+template <SofteningKind kind, int P, class Real>
+KOKKOS_INLINE_FUNCTION void kernel_derivatives(Real x, Real y, Real z, Real h, Real* D) {
+  Real g[P + 1];
+  radial_derivatives<kind, P>(x * x + y * y + z * z, h, g);
+  cartesian_derivatives<P>(x, y, z, g, D);
+}
+
+}  // namespace kfmm

@@ -1,0 +1,143 @@
+#pragma once
+/// \file
+/// \brief Graded layout of 3-D multi-indices n = (a, b, c), |n| = a + b + c ≤ P, the
+/// compile-time tables built on it and a compile-time unrolled loop.
+///
+/// Flat order: by degree d = |n|, then a descending, then b descending. The index of n does not
+/// depend on P, so the layout of order P is a prefix of the layout of order P + 1.
+#include <kfmm/core/kokkos_compat.hpp>
+
+#include <type_traits>
+#include <utility>
+
+namespace kfmm {
+
+/// \brief Number of coefficients of an expansion of order P: multi-indices with |n| ≤ P.
+template <int P>
+constexpr int ncoeff = (P + 1) * (P + 2) * (P + 3) / 6;
+
+/// \brief Flat index of the multi-index (a, b, c) in the graded layout.
+KOKKOS_INLINE_FUNCTION constexpr int flat_index(int a, int b, int c) {
+  int const d = a + b + c;
+  return d * (d + 1) * (d + 2) / 6 + (d - a) * (d - a + 1) / 2 + (d - a - b);
+}
+
+namespace detail {
+
+constexpr double factorial(int n) { return n <= 1 ? 1.0 : n * factorial(n - 1); }
+constexpr double binomial(int n, int k) { return factorial(n) / (factorial(k) * factorial(n - k)); }
+
+/// Number of pairs of multi-indices (k, n) with |k| + |n| ≤ P: 6-D indices of degree ≤ P.
+constexpr int npairs(int P) {
+  return (P + 1) * (P + 2) * (P + 3) * (P + 4) * (P + 5) * (P + 6) / 720;
+}
+
+}  // namespace detail
+
+/// \brief Exponents and recurrence data of every multi-index with |n| ≤ P.
+template <int P>
+struct MultiIndexTable {
+  static constexpr int size = ncoeff<P>;
+  int e[size][3] = {};      ///< exponents (a, b, c)
+  int degree[size] = {};    ///< |n|
+  int parent[size] = {};    ///< n − e_axis (unused for n = 0)
+  int axis[size] = {};      ///< first axis with a non-zero exponent
+  double inv_exp[size] = {};     ///< 1 / n_axis, so that u^n/n! = u^parent/parent! · u_axis/n_axis
+  double inv_factorial[size] = {};  ///< 1 / (a! b! c!)
+
+  constexpr MultiIndexTable() {
+    for (int d = 0; d <= P; ++d)
+      for (int a = d; a >= 0; --a)
+        for (int b = d - a; b >= 0; --b) {
+          int const c = d - a - b;
+          int const i = flat_index(a, b, c);
+          e[i][0] = a;
+          e[i][1] = b;
+          e[i][2] = c;
+          degree[i] = d;
+          inv_factorial[i] = 1.0 / (detail::factorial(a) * detail::factorial(b) * detail::factorial(c));
+          if (d == 0) continue;
+          axis[i] = a > 0 ? 0 : (b > 0 ? 1 : 2);
+          parent[i] = flat_index(a - (axis[i] == 0), b - (axis[i] == 1), c - (axis[i] == 2));
+          inv_exp[i] = 1.0 / e[i][axis[i]];
+        }
+  }
+};
+
+template <int P>
+inline constexpr MultiIndexTable<P> multi_index_table{};
+
+/// \brief All pairs (k, n) with |k| + |n| ≤ P and the flat index of k + n. Serves M2L
+/// (L_k ← D_{k+n} M_n) and the binomial shifts of M2M and L2L (child index k, offset n).
+template <int P>
+struct IndexPairTable {
+  static constexpr int size = detail::npairs(P);
+  int k[size] = {};
+  int n[size] = {};
+  int sum[size] = {};          ///< flat index of k + n
+  double binomial[size] = {};  ///< Π_i C(k_i + n_i, k_i)
+
+  constexpr IndexPairTable() {
+    constexpr MultiIndexTable<P> t{};
+    int p = 0;
+    for (int i = 0; i < t.size; ++i)
+      for (int j = 0; j < t.size; ++j) {
+        if (t.degree[i] + t.degree[j] > P) continue;
+        int s[3] = {};
+        double c = 1.0;
+        for (int x = 0; x < 3; ++x) {
+          s[x] = t.e[i][x] + t.e[j][x];
+          c *= detail::binomial(s[x], t.e[i][x]);
+        }
+        k[p] = i;
+        n[p] = j;
+        sum[p] = flat_index(s[0], s[1], s[2]);
+        binomial[p] = c;
+        ++p;
+      }
+  }
+};
+
+template <int P>
+inline constexpr IndexPairTable<P> index_pair_table{};
+
+/// \brief Calls f(std::integral_constant<int, I>{}) for I = 0 … N−1, unrolled at compile time,
+/// so that every array index inside f is a constant and small arrays stay in registers.
+namespace detail {
+template <class F, int... I>
+KOKKOS_FORCEINLINE_FUNCTION void static_for_impl(F& f, std::integer_sequence<int, I...>) {
+  (f(std::integral_constant<int, I>{}), ...);
+}
+}  // namespace detail
+
+template <int N, class F>
+KOKKOS_FORCEINLINE_FUNCTION void static_for(F&& f) {
+  detail::static_for_impl(f, std::make_integer_sequence<int, N>{});
+}
+
+/// \brief u^n / n! (with_factorial) or u^n for every |n| ≤ P, by one multiplication each.
+template <int P, bool with_factorial, class Real>
+KOKKOS_FORCEINLINE_FUNCTION void monomials(Real ux, Real uy, Real uz, Real* w) {
+  Real const u[3] = {ux, uy, uz};
+  w[0] = Real(1);
+  static_for<ncoeff<P> - 1>([&](auto J) {
+    constexpr int i = decltype(J)::value + 1;
+    constexpr int parent = multi_index_table<P>.parent[i];
+    constexpr int axis = multi_index_table<P>.axis[i];
+    if constexpr (with_factorial) {
+      constexpr double inv = multi_index_table<P>.inv_exp[i];
+      w[i] = w[parent] * (u[axis] * Real(inv));
+    } else {
+      w[i] = w[parent] * u[axis];
+    }
+  });
+}
+
+/// \brief q^0 … q^P.
+template <int P, class Real>
+KOKKOS_FORCEINLINE_FUNCTION void powers(Real q, Real* out) {
+  out[0] = Real(1);
+  for (int d = 1; d <= P; ++d) out[d] = out[d - 1] * q;
+}
+
+}  // namespace kfmm

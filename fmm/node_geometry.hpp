@@ -1,0 +1,44 @@
+#pragma once
+/// \file
+/// \brief Per-node geometry in double: mass, expansion centre, bounding radius, scale, flags.
+#include <kfmm/core/hilbert.hpp>
+#include <kfmm/core/tree.hpp>
+#include <kfmm/fmm/config.hpp>
+
+#include <cstdint>
+
+namespace kfmm {
+
+/// Node flags (bit set).
+enum NodeFlag : int {
+  node_leaf = 1,      ///< no children (a global leaf)
+  node_remote = 2,    ///< owned by another rank: a source only, never a target
+  node_unopened = 4,  ///< remote node whose children have not been imported yet
+};
+
+/// \brief Geometry of every node of a Tree (same indexing), computed bottom-up.
+struct NodeGeometry {
+  Vec3View<double> centre;       ///< expansion centre
+  ScalarView<double> radius;     ///< bounding radius of the node's particles about `centre`
+  ScalarView<double> mass;
+  ScalarView<double> scale;      ///< power of two: the cell size of the node's level
+  ScalarView<int> flags;         ///< NodeFlag bits
+};
+
+/// \brief Fills `geometry` for the local nodes `[0, tree.num_nodes)` from the sorted particles.
+/// `cube` is the (global) bounding cube of the keys. Leaves: exact sums over particles;
+/// inner nodes: from their children. Grows the Views of `geometry` when needed.
+void compute_node_geometry(ExecutionSpace const& space, Tree<> const& tree, Vec3View<double> const& pos,
+                           ScalarView<double> const& mass, ExpansionCentre centre_kind, BoundingCube const& cube,
+                           NodeGeometry& geometry);
+
+/// \brief Recomputes the geometry of the listed inner nodes from their children (all in one
+/// level, or ordered so that no node precedes its children within a call).
+void update_inner_node_geometry(ExecutionSpace const& space, Tree<> const& tree, ScalarView<int> const& nodes,
+                                int count, ExpansionCentre centre_kind, BoundingCube const& cube,
+                                NodeGeometry& geometry);
+
+/// Power of two ≥ the cube size: the expansion scale of the root; level l has root / 2^l.
+double root_scale(BoundingCube const& cube);
+
+}  // namespace kfmm

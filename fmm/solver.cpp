@@ -1,0 +1,218 @@
+#include <kfmm/core/hilbert.hpp>
+#include <kfmm/core/sort.hpp>
+#include <kfmm/core/tree.hpp>
+#include <kfmm/fmm/distributed_tree.hpp>
+#include <kfmm/fmm/dual_tree_walk.hpp>
+#include <kfmm/fmm/expansion_pass.hpp>
+#include <kfmm/fmm/node_geometry.hpp>
+#include <kfmm/fmm/solver.hpp>
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <limits>
+
+namespace kfmm {
+
+class ForceSolver::Impl {
+ public:
+  Impl(Context const& context, FMMConfig const& config) : context_(context), config_(config) {
+    config_.validate();
+    pass_ = make_expansion_pass(config_.order, config_.precision, config_.softening, config_.softening_length);
+  }
+
+  void compute(Particles<MemorySpace>& particles) {
+    stats_ = ForceStats{};
+    Kokkos::Timer total;
+    Kokkos::Timer timer;
+    auto phase = [&](char const* name) {
+      space_.fence();
+      stats_.phases.emplace_back(name, timer.seconds());
+      timer.reset();
+    };
+    if (particles.num > static_cast<std::size_t>(std::numeric_limits<int>::max() / 2))
+      fail("{} particles on rank {} exceed the per-rank limit {}; use more MPI ranks", particles.num, context_.rank(),
+           std::numeric_limits<int>::max() / 2);
+
+    BoundingCube const cube = global_cube(particles);
+    if (context_.size() > 1) {
+      distributed_.decompose(space_, context_, cube, config_.leaf_size, particles, keys_);
+      phase("domain");
+    }
+    int const n = static_cast<int>(particles.num);
+    sort_locally(particles, cube, n);
+    phase("sort");
+
+    build_tree(space_, keys_, n, config_.leaf_size, distributed_.forced_split(), tree_);
+    compute_node_geometry(space_, tree_, particles.pos, particles.mass, config_.centre, cube, geometry_);
+    phase("tree");
+    PassParticles pass_particles{particles.pos, particles.mass, n, n};
+    pass_->upward(space_, tree_, geometry_, pass_particles);
+    phase("upward");
+
+    int root = n > 0 ? 0 : -1;
+    DualTreeWalk::ImportChildren import;
+    if (context_.size() > 1) {
+      root = distributed_.assemble_top_tree(space_, context_, config_.centre, cube, tree_, geometry_, *pass_, particles);
+      import = [this](ScalarView<int> const& sources, int count) {
+        return distributed_.import_children(space_, context_, sources, count, tree_, geometry_, *pass_);
+      };
+      phase("exchange");
+    }
+    walk_.run(space_, tree_, geometry_, config_.theta, root, m2l_, p2p_, import);
+    if (context_.size() > 1) pass_particles = distributed_.import_leaf_particles(space_, context_, p2p_, tree_, particles);
+    phase("walk");
+
+    if (static_cast<int>(phi_.extent(0)) < n) {
+      Kokkos::resize(phi_, n);
+      Kokkos::resize(grad_, n);
+    }
+    pass_->translate(space_, geometry_, m2l_);
+    phase("m2l");
+    pass_->evaluate_locals(space_, tree_, geometry_, pass_particles, phi_, grad_);
+    phase("downward");
+    pass_->add_near_field(space_, tree_, geometry_, p2p_, pass_particles, phi_, grad_);
+    phase("p2p");
+
+    write_results(particles, n);
+    phase("output");
+    collect_counts(particles, n);
+    stats_.total_seconds = total.seconds();
+  }
+
+  void compute_in_input_order(Particles<MemorySpace> const& particles, ScalarView<double>& potential,
+                              Vec3View<double>& acceleration) {
+    // Tag every particle with its input index, compute in owner order, send results back.
+    Particles<MemorySpace> work(particles.num);
+    work.assign(particles);
+    auto const original_ids = Kokkos::View<std::uint64_t*, MemorySpace>("kfmm::solver::original_ids", particles.num);
+    Kokkos::deep_copy(space_, original_ids, Kokkos::subview(particles.id, Kokkos::make_pair(std::size_t(0), particles.num)));
+    std::uint64_t const rank_bits = std::uint64_t(context_.rank()) << 40;
+    auto work_id = work.id;
+    Kokkos::parallel_for(
+        "kfmm::solver::tag_input", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, particles.num),
+        KOKKOS_LAMBDA(std::size_t i) { work_id(i) = rank_bits | std::uint64_t(i); });
+    if (particles.num >= (std::size_t(1) << 40))
+      fail("compute_in_input_order supports up to 2^40 particles per rank, rank {} has {}", context_.rank(), particles.num);
+    compute(work);
+    potential = ScalarView<double>("kfmm::solver::potential_input_order", particles.capacity());
+    acceleration = Vec3View<double>("kfmm::solver::acceleration_input_order", particles.capacity());
+    return_to_origin(work, potential, acceleration);
+    fill_padding(potential, acceleration, particles.num);
+  }
+
+  ScalarView<double> potential() const { return potential_; }
+  Vec3View<double> acceleration() const { return acceleration_; }
+  ForceStats const& stats() const { return stats_; }
+  FMMConfig const& config() const { return config_; }
+  Context const& context() const { return context_; }
+
+ private:
+  BoundingCube global_cube(Particles<MemorySpace> const& particles) {
+    double lo[3], hi[3];
+    compute_bounds(space_, particles.pos, particles.num, lo, hi);
+    double glo[3], ghi[3];
+    MPI_Allreduce(lo, glo, 3, MPI_DOUBLE, MPI_MIN, context_.comm());
+    MPI_Allreduce(hi, ghi, 3, MPI_DOUBLE, MPI_MAX, context_.comm());
+    if (!(glo[0] <= ghi[0])) {  // no particle anywhere
+      for (int k = 0; k < 3; ++k) glo[k] = ghi[k] = 0;
+    }
+    return cube_from_bounds(glo, ghi);
+  }
+
+  void sort_locally(Particles<MemorySpace>& particles, BoundingCube const& cube, int n) {
+    if (static_cast<int>(keys_.extent(0)) < n) Kokkos::resize(keys_, n + n / 4);
+    if (static_cast<int>(permutation_.extent(0)) < n) Kokkos::resize(permutation_, n + n / 4);
+    compute_keys(space_, cube, particles.pos, n, keys_);
+    sorter_.sort(space_, keys_, permutation_, n);
+    permute(space_, particles, permutation_);
+  }
+
+  void write_results(Particles<MemorySpace> const& particles, int n) {
+    std::size_t const capacity = particles.capacity();
+    if (potential_.extent(0) != capacity) {
+      potential_ = ScalarView<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::potential"), capacity);
+      acceleration_ = Vec3View<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::acceleration"), capacity);
+    }
+    auto potential = potential_;
+    auto acceleration = acceleration_;
+    auto const phi = phi_;
+    auto const grad = grad_;
+    double const G = config_.G;
+    Kokkos::parallel_for(
+        "kfmm::solver::results", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, n), KOKKOS_LAMBDA(int i) {
+          potential(i) = -G * phi(i);
+          for (int k = 0; k < 3; ++k) acceleration(i, k) = G * grad(i, k);
+        });
+    fill_padding(potential_, acceleration_, n);
+  }
+
+  void fill_padding(ScalarView<double> const& potential, Vec3View<double> const& acceleration, std::size_t n) {
+    if (n >= potential.extent(0)) return;
+    auto const range = Kokkos::make_pair(n, potential.extent(0));
+    double const nan = std::numeric_limits<double>::quiet_NaN();
+    Kokkos::deep_copy(space_, Kokkos::subview(potential, range), nan);
+    Kokkos::deep_copy(space_, Kokkos::subview(acceleration, range, Kokkos::ALL), nan);
+  }
+
+  // Sends owner-order results back to the rank and index encoded in the ids of `work`.
+  void return_to_origin(Particles<MemorySpace> const& work, ScalarView<double> const& potential,
+                        Vec3View<double> const& acceleration) {
+    distributed_.return_results(space_, context_, work, potential_, acceleration_, potential, acceleration);
+  }
+
+  void collect_counts(Particles<MemorySpace> const& particles, int n) {
+    std::uint64_t local[4] = {pass_->p2p_pairs(), static_cast<std::uint64_t>(m2l_.num_entries), 0, 0};
+    // Nodes and leaves owned here (imported nodes are counted by their owners).
+    local[2] = distributed_.owned_nodes(tree_, geometry_, context_.rank());
+    local[3] = distributed_.owned_leaves(tree_, geometry_);
+    std::uint64_t global[4];
+    MPI_Allreduce(local, global, 4, MPI_UINT64_T, MPI_SUM, context_.comm());
+    stats_.p2p_pairs = global[0];
+    stats_.m2l = global[1];
+    stats_.nodes = global[2];
+    stats_.leaves = global[3];
+    std::uint64_t const count = static_cast<std::uint64_t>(n);
+    MPI_Allreduce(&count, &stats_.particles_min, 1, MPI_UINT64_T, MPI_MIN, context_.comm());
+    MPI_Allreduce(&count, &stats_.particles_max, 1, MPI_UINT64_T, MPI_MAX, context_.comm());
+    stats_.particles_mean = double(particles.num_total) / context_.size();
+    distributed_.fill_stats(context_, stats_);
+  }
+
+  Context context_;
+  FMMConfig config_;
+  ExecutionSpace space_;
+  std::unique_ptr<ExpansionPass> pass_;
+  ScalarView<std::uint64_t> keys_{"kfmm::solver::keys", 0};
+  ScalarView<std::uint32_t> permutation_{"kfmm::solver::permutation", 0};
+  KeySorter<MemorySpace, std::uint32_t> sorter_;
+  Tree<> tree_;
+  NodeGeometry geometry_;
+  DualTreeWalk walk_;
+  PairLists m2l_, p2p_;
+  DistributedTree distributed_;
+  ScalarView<double> phi_{"kfmm::solver::phi", 0};
+  Vec3View<double> grad_{"kfmm::solver::grad", 0};
+  ScalarView<double> potential_{"kfmm::solver::potential", 0};
+  Vec3View<double> acceleration_{"kfmm::solver::acceleration", 0};
+  ForceStats stats_;
+};
+
+ForceSolver::ForceSolver(Context const& context, FMMConfig const& config)
+    : impl_(std::make_unique<Impl>(context, config)) {}
+ForceSolver::~ForceSolver() = default;
+ForceSolver::ForceSolver(ForceSolver&&) noexcept = default;
+ForceSolver& ForceSolver::operator=(ForceSolver&&) noexcept = default;
+
+void ForceSolver::compute(Particles<MemorySpace>& particles) { impl_->compute(particles); }
+void ForceSolver::compute_in_input_order(Particles<MemorySpace> const& particles, ScalarView<double>& potential,
+                                         Vec3View<double>& acceleration) {
+  impl_->compute_in_input_order(particles, potential, acceleration);
+}
+ScalarView<double> ForceSolver::potential() const { return impl_->potential(); }
+Vec3View<double> ForceSolver::acceleration() const { return impl_->acceleration(); }
+ForceStats const& ForceSolver::stats() const { return impl_->stats(); }
+FMMConfig const& ForceSolver::config() const { return impl_->config(); }
+Context const& ForceSolver::context() const { return impl_->context(); }
+
+}  // namespace kfmm

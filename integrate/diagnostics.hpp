@@ -1,0 +1,53 @@
+#pragma once
+/// \file
+/// \brief Conserved quantities of the whole system, reduced deterministically over all ranks.
+#include <kfmm/comm/context.hpp>
+#include <kfmm/core/particles.hpp>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+namespace kfmm {
+
+/// \brief Global energies, momenta and centre of mass at one time (same on every rank).
+struct Diagnostics {
+  double time = 0;                            ///< time the values describe
+  double mass = 0;
+  double kinetic = 0;                         ///< ½ Σ m v²
+  double potential = 0;                       ///< ½ Σ m φ
+  double total = 0;                           ///< kinetic + potential
+  double energy_error = 0;                    ///< (total − E₀) / |E₀|, E₀ at the start of the run
+  std::array<double, 3> momentum{};           ///< Σ m v
+  std::array<double, 3> angular_momentum{};   ///< Σ m x × v
+  std::array<double, 3> centre_of_mass{};     ///< Σ m x / Σ m
+  double max_acceleration = 0;                ///< max |a| (sets the adaptive step)
+};
+
+/// \brief Measures the system with velocities v + kick·a (kick = ½dt gives DKD's mid-step
+/// velocities at its mid-step positions, kick = 0 the stored ones). Sums run over fixed blocks
+/// of particles and then over ranks in rank order, so the values do not depend on the thread
+/// count and are identical on every rank. `energy_error` is left 0. Collective.
+Diagnostics measure(Context const& context, Particles<MemorySpace> const& particles,
+                    ScalarView<double> const& potential, Vec3View<double> const& acceleration, double kick);
+
+/// \brief Writes one CSV line per step (rank 0 only; other ranks hold no file).
+class DiagnosticsLog {
+ public:
+  /// Creates `path` with a header, or, when `resume_after_step` ≥ 0, keeps the lines of an
+  /// existing file up to that step (a restarted run continues the file).
+  DiagnosticsLog(Context const& context, std::string const& path, long long resume_after_step = -1);
+  ~DiagnosticsLog();
+  DiagnosticsLog(DiagnosticsLog const&) = delete;
+  DiagnosticsLog& operator=(DiagnosticsLog const&) = delete;
+
+  void write(long long step, double dt, Diagnostics const& diagnostics);
+
+  /// The CSV column names, in order.
+  static std::string header();
+
+ private:
+  std::FILE* file_ = nullptr;
+};
+
+}  // namespace kfmm

@@ -1,0 +1,51 @@
+#pragma once
+/// \file
+/// \brief When the global steps and the outputs happen.
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace kfmm {
+
+/// How each interval between outputs is cut into steps.
+enum class StepMode {
+  PerOutput,  ///< `steps_per_output` equal steps per interval (jz-fmm's simulate_with_outputs)
+  Fixed,      ///< steps of `dt`; the last step of an interval is shortened to land on the output
+  Adaptive    ///< dt = η·sqrt(ε/|a|max) from the latest forces, ≤ dt_max, capped by the next output
+};
+
+/// \brief Output times and step sizes of a run. Outputs are numbered from 0 (the initial state);
+/// output k ≥ 1 happens at `output_times[k − 1]`, and the run ends at the last one. Decreasing
+/// output times integrate backwards in time (per_output mode only), which with LatticeDKD
+/// retraces a forward run exactly.
+struct Schedule {
+  double start_time = 0;
+  std::vector<double> output_times = {1.0};  ///< strictly monotonic, starting after start_time
+  StepMode mode = StepMode::PerOutput;
+  long long steps_per_output = 20;            ///< PerOutput
+  double dt = 0.01;                           ///< Fixed
+  double eta = 0.025;                         ///< Adaptive
+  double dt_max = std::numeric_limits<double>::infinity();  ///< Adaptive
+
+  /// Throws kfmm::Error naming the bad field, its value and the rule it breaks.
+  void validate() const;
+
+  /// \brief End time of the next step. The run is in the interval ending at
+  /// `output_times[next_output]`, `step_in_interval` steps after its start, at `time`;
+  /// `adaptive_dt` is the step that the forces ask for (Adaptive only). Times are computed
+  /// from the interval start where the mode allows it, so they do not accumulate round-off.
+  double step_end(int next_output, long long step_in_interval, double time, double adaptive_dt) const;
+
+  /// Start of the interval that ends at output_times[next_output].
+  double interval_start(int next_output) const {
+    return next_output == 0 ? start_time : output_times[next_output - 1];
+  }
+};
+
+/// Evenly spaced output times: `count` outputs from start to end (the last at `end_time`).
+std::vector<double> evenly_spaced_outputs(double start_time, double end_time, int count);
+
+StepMode parse_step_mode(std::string const& name);  ///< "per_output" | "fixed" | "adaptive"
+std::string to_string(StepMode mode);
+
+}  // namespace kfmm

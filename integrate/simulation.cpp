@@ -1,0 +1,211 @@
+#include <kfmm/integrate/simulation.hpp>
+
+#include <kfmm/core/error.hpp>
+#include <kfmm/integrate/stop_signal.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <memory>
+
+namespace kfmm {
+
+void SimulationConfig::validate() const {
+  schedule.validate();
+  if (integrator == IntegratorKind::LatticeDKD &&
+      !(lattice.dx > 0 && lattice.dv > 0 && std::isfinite(lattice.dx) && std::isfinite(lattice.dv)))
+    fail("lattice spacings dx = {}, dv = {} must be finite and > 0", lattice.dx, lattice.dv);
+  if (schedule.mode == StepMode::Adaptive && !(fmm.softening_length > 0))
+    fail("the adaptive time step η·sqrt(ε/|a|max) needs a softening length ε > 0, got {}; set one or use a fixed "
+         "step",
+         fmm.softening_length);
+  if (output.restart_every < 0) fail("restart cadence {} must be ≥ 0 steps", output.restart_every);
+}
+
+Observer combine(std::vector<Observer> observers) {
+  return [observers = std::move(observers)](SimulationEvent event, SimulationState const& state) {
+    for (auto const& observer : observers)
+      if (observer) observer(event, state);
+  };
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+/// One run of simulate(): the pieces every step needs.
+class Stepper {
+ public:
+  Stepper(Context const& context, SimulationState& state, SimulationConfig const& config, ForceFunction const& forces,
+          Observer const& observer)
+      : context_(context), state_(state), config_(config), forces_(forces), observer_(observer) {}
+
+  void start() {
+    if (config_.integrator == IntegratorKind::LatticeDKD) quantize_to_lattice(state_.particles, config_.lattice);
+    state_.time = config_.schedule.start_time;
+    state_.step = 0;
+    state_.dt = 0;
+    state_.next_output = 0;
+    state_.step_in_interval = 0;
+    compute_forces();
+    measure_now(0.0, state_.time);
+    state_.initial_energy = state_.diagnostics.total;
+    state_.diagnostics.energy_error = 0;
+    state_.started = true;
+    notify(SimulationEvent::Start);
+    notify(SimulationEvent::Output);
+  }
+
+  /// One global step; returns whether it reached an output time.
+  bool step() {
+    auto const& schedule = config_.schedule;
+    double const adaptive_dt =
+        schedule.mode == StepMode::Adaptive
+            ? (state_.max_acceleration > 0
+                   ? schedule.eta * std::sqrt(config_.fmm.softening_length / state_.max_acceleration)
+                   : schedule.dt_max)
+            : 0.0;
+    double const t0 = state_.time;
+    double const t1 = schedule.step_end(state_.next_output, state_.step_in_interval, t0, adaptive_dt);
+    double const dt = t1 - t0;
+    auto& particles = state_.particles;
+    switch (config_.integrator) {
+      case IntegratorKind::DKD:
+        timed_integration([&] { drift(particles, 0.5 * dt); });
+        compute_forces();
+        timed_integration([&] {
+          measure_now(0.5 * dt, t0 + 0.5 * dt);
+          kick(particles, state_.acceleration, dt);
+          drift(particles, 0.5 * dt);
+        });
+        break;
+      case IntegratorKind::KDK:
+        timed_integration([&] {
+          kick(particles, state_.acceleration, 0.5 * dt);
+          drift(particles, dt);
+        });
+        compute_forces();
+        timed_integration([&] {
+          kick(particles, state_.acceleration, 0.5 * dt);
+          measure_now(0.0, t1);
+        });
+        break;
+      case IntegratorKind::LatticeDKD:
+        timed_integration([&] { check_lattice_range(lattice_drift(particles, config_.lattice, dt)); });
+        compute_forces();
+        timed_integration([&] {
+          measure_now(0.5 * dt, t0 + 0.5 * dt);
+          lattice_kick(particles, state_.acceleration, config_.lattice, dt);
+          check_lattice_range(lattice_drift(particles, config_.lattice, dt));
+        });
+        break;
+    }
+    state_.time = t1;
+    state_.dt = dt;
+    ++state_.step;
+    ++state_.step_in_interval;
+    bool const output = t1 == schedule.output_times[state_.next_output];
+    if (output) {
+      if (config_.integrator != IntegratorKind::KDK) {
+        compute_forces();
+        timed_integration([&] { measure_now(0.0, t1); });
+      }
+      ++state_.next_output;
+      state_.step_in_interval = 0;
+    }
+    state_.diagnostics.energy_error = (state_.diagnostics.total - state_.initial_energy) /
+                                      std::fabs(state_.initial_energy);
+    return output;
+  }
+
+  bool finished() const {
+    return state_.next_output >= static_cast<int>(config_.schedule.output_times.size());
+  }
+
+  void notify(SimulationEvent event) {
+    if (!observer_) return;
+    auto const start = Clock::now();
+    observer_(event, state_);
+    state_.times.output += seconds_since(start);
+  }
+
+ private:
+  void compute_forces() {
+    auto const start = Clock::now();
+    forces_(state_.particles, state_.potential, state_.acceleration);
+    state_.times.force += seconds_since(start);
+  }
+
+  template <class Body>
+  void timed_integration(Body&& body) {
+    auto const start = Clock::now();
+    body();
+    Kokkos::fence();
+    state_.times.integration += seconds_since(start);
+  }
+
+  void measure_now(double kick_factor, double time) {
+    state_.diagnostics = measure(context_, state_.particles, state_.potential, state_.acceleration, kick_factor);
+    state_.diagnostics.time = time;
+    state_.max_acceleration = state_.diagnostics.max_acceleration;
+  }
+
+  void check_lattice_range(double largest_coordinate) const {
+    std::string error;
+    if (!(largest_coordinate <= lattice_coordinate_limit))
+      error = fmt::format("a lattice coordinate reached {:g} lattice units (limit 2^50 = {:g}) at step {}; use a "
+                          "coarser lattice (integrator lattice_dx = {:g})",
+                          largest_coordinate, lattice_coordinate_limit, state_.step + 1, config_.lattice.dx);
+    agree_on_error(context_, error);
+  }
+
+  Context const& context_;
+  SimulationState& state_;
+  SimulationConfig const& config_;
+  ForceFunction const& forces_;
+  Observer const& observer_;
+};
+
+}  // namespace
+
+SimulationStatus simulate(Context const& context, SimulationState& state, SimulationConfig const& config,
+                          ForceFunction const& forces, Observer const& observer) {
+  config.validate();
+  if (!forces) fail("simulate() needs a force function");
+  StopSignalGuard stop_signal;
+  Stepper stepper(context, state, config, forces, observer);
+  if (!state.started) stepper.start();
+  while (!stepper.finished()) {
+    bool const output = stepper.step();
+    stepper.notify(SimulationEvent::Step);
+    if (output) stepper.notify(SimulationEvent::Output);
+    if (StopSignalGuard::requested_anywhere(context) && !stepper.finished()) {
+      stepper.notify(SimulationEvent::Stop);
+      return SimulationStatus::Stopped;
+    }
+  }
+  stepper.notify(SimulationEvent::Finish);
+  return SimulationStatus::Finished;
+}
+
+SimulationStatus simulate(Context const& context, Particles<MemorySpace>& particles, SimulationConfig const& config,
+                          ForceFunction const& forces, Observer const& observer) {
+  SimulationState state;
+  state.particles = particles;
+  SimulationStatus const status = simulate(context, state, config, forces, observer);
+  particles = state.particles;
+  return status;
+}
+
+Observer diagnostics_observer(Context const& context, std::string const& path, long long resume_after_step) {
+  auto log = std::make_shared<DiagnosticsLog>(context, path, resume_after_step);
+  return [log](SimulationEvent event, SimulationState const& state) {
+    if (event == SimulationEvent::Start || event == SimulationEvent::Step)
+      log->write(state.step, state.dt, state.diagnostics);
+  };
+}
+
+}  // namespace kfmm

@@ -1,0 +1,108 @@
+#pragma once
+/// \file
+/// \brief The time-integration loop: global steps, diagnostics, outputs, clean stops on signals.
+#include <kfmm/comm/context.hpp>
+#include <kfmm/core/particles.hpp>
+#include <kfmm/core/units.hpp>
+#include <kfmm/fmm/config.hpp>
+#include <kfmm/integrate/diagnostics.hpp>
+#include <kfmm/integrate/forces.hpp>
+#include <kfmm/integrate/integrator.hpp>
+#include <kfmm/integrate/schedule.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace kfmm {
+
+/// \brief Where and how often a run writes its files (the writers are observers).
+struct OutputSettings {
+  std::string directory = "output";
+  bool snapshots = true;                            ///< write a snapshot at every output time
+  std::string diagnostics_file = "diagnostics.csv";  ///< inside `directory`; empty: none
+  long long restart_every = 0;  ///< also write a restart every this many steps (0: only on a stop and at the end)
+};
+
+/// \brief Everything that decides how a run integrates (the initial conditions aside).
+struct SimulationConfig {
+  IntegratorKind integrator = IntegratorKind::DKD;
+  LatticeSpacing lattice;  ///< LatticeDKD only
+  Schedule schedule;
+  FMMConfig fmm;           ///< forces; `softening_length` also sets the adaptive step
+  UnitSystem units;
+  OutputSettings output;
+
+  /// Throws kfmm::Error naming the bad setting.
+  void validate() const;
+};
+
+/// \brief Seconds spent per phase on this rank (force includes the redistribution inside it).
+struct PhaseTimes {
+  double force = 0;
+  double integration = 0;   ///< drifts, kicks, diagnostics
+  double output = 0;        ///< observers (snapshots, restarts, logs)
+};
+
+/// \brief The complete state of a run: enough to continue it bit for bit (see io/restart.hpp).
+struct SimulationState {
+  Particles<MemorySpace> particles;
+  /// Results of the latest force call, aligned with `particles`. KDK's next step starts with
+  /// this acceleration; for DKD they belong to the mid-step positions except at outputs.
+  ScalarView<double> potential;
+  Vec3View<double> acceleration;
+  bool started = false;         ///< false: simulate() begins with the initial force call
+  double time = 0;
+  long long step = 0;           ///< steps done
+  double dt = 0;                ///< length of the last step
+  int next_output = 0;          ///< index into Schedule::output_times of the next output
+  long long step_in_interval = 0;
+  double initial_energy = 0;    ///< E₀ of the relative energy error
+  double max_acceleration = 0;  ///< max |a| of the latest forces (sets the adaptive step)
+  Diagnostics diagnostics;      ///< of the latest step
+  PhaseTimes times;
+
+  /// Number of the latest output (0 = initial state).
+  int output_number() const { return next_output; }
+};
+
+/// What just happened when an observer is called.
+enum class SimulationEvent {
+  Start,   ///< initial forces and diagnostics are known (fresh runs only, not after a restart)
+  Step,    ///< a step finished
+  Output,  ///< the state is at an output time (after Start and after the Step that reached it);
+           ///< positions, velocities and forces are synchronised
+  Stop,    ///< a signal asked to stop; the run returns after the observers
+  Finish   ///< the last output time was reached
+};
+
+/// \brief Called on every rank for every event (collective calls inside are allowed).
+using Observer = std::function<void(SimulationEvent, SimulationState const&)>;
+
+/// Calls each observer in turn.
+Observer combine(std::vector<Observer> observers);
+
+/// How simulate() ended.
+enum class SimulationStatus { Finished, Stopped };
+
+/// \brief Integrates `state` to the last output time of `config.schedule` (collective).
+///
+/// A state with `started == false` gets its initial force call (and, for LatticeDKD, its
+/// positions and velocities rounded to the lattice) first. Each step: DKD drift ½dt, force,
+/// kick dt, drift ½dt (diagnostics at mid-step with the mid-step velocities v + ½dt·a);
+/// KDK kick ½dt, drift dt, force, kick ½dt (diagnostics at the end). DKD and LatticeDKD make
+/// one more force call at each output time so that outputs carry synchronised forces. A
+/// SIGTERM or SIGINT on any rank ends the run after the current step (status Stopped, after a
+/// Stop event, on which the restart observer writes the state).
+SimulationStatus simulate(Context const& context, SimulationState& state, SimulationConfig const& config,
+                          ForceFunction const& forces, Observer const& observer);
+
+/// \brief Same, starting from `particles` (updated in place, in the order of the last force call).
+SimulationStatus simulate(Context const& context, Particles<MemorySpace>& particles, SimulationConfig const& config,
+                          ForceFunction const& forces, Observer const& observer);
+
+/// \brief Writes the diagnostics of every Start and Step event to `path` (CSV, rank 0).
+/// `resume_after_step` ≥ 0 continues an existing file (see DiagnosticsLog).
+Observer diagnostics_observer(Context const& context, std::string const& path, long long resume_after_step = -1);
+
+}  // namespace kfmm

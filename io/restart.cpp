@@ -1,0 +1,235 @@
+#include <kfmm/io/restart.hpp>
+
+#include <kfmm/core/error.hpp>
+#include <kfmm/io/hdf5_handle.hpp>
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <vector>
+
+namespace kfmm {
+
+namespace fs = std::filesystem;
+using io_detail::check;
+using io_detail::checked;
+using io_detail::Hdf5Handle;
+
+namespace {
+
+constexpr char const* format_name = "kfmm-restart-1";
+
+std::string rank_file(std::string const& directory, int rank) {
+  return fmt::format("{}/rank_{:04d}.h5", directory, rank);
+}
+
+template <class T>
+hid_t memory_type() {
+  if constexpr (std::is_same_v<T, double>) return H5T_NATIVE_DOUBLE;
+  if constexpr (std::is_same_v<T, std::int64_t>) return H5T_NATIVE_INT64;
+  if constexpr (std::is_same_v<T, std::uint64_t>) return H5T_NATIVE_UINT64;
+}
+
+template <class T>
+void write_attribute(hid_t file, char const* name, T value) {
+  auto space = checked(H5Screate(H5S_SCALAR), H5Sclose, "create a dataspace");
+  auto attribute = checked(H5Acreate2(file, name, memory_type<T>(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
+                           fmt::format("create attribute {}", name));
+  check(H5Awrite(attribute.get(), memory_type<T>(), &value), fmt::format("write attribute {}", name));
+}
+
+void write_string_attribute(hid_t file, char const* name, std::string const& value) {
+  auto type = checked(H5Tcopy(H5T_C_S1), H5Tclose, "copy the string type");
+  check(H5Tset_size(type.get(), value.size() + 1), "size a string type");
+  auto space = checked(H5Screate(H5S_SCALAR), H5Sclose, "create a dataspace");
+  auto attribute = checked(H5Acreate2(file, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
+                           fmt::format("create attribute {}", name));
+  check(H5Awrite(attribute.get(), type.get(), value.c_str()), fmt::format("write attribute {}", name));
+}
+
+template <class T>
+T read_attribute(hid_t file, char const* name, std::string const& path) {
+  if (H5Aexists(file, name) <= 0) fail("restart file '{}' has no attribute '{}'; it is not a kfmm restart file", path, name);
+  auto attribute = checked(H5Aopen(file, name, H5P_DEFAULT), H5Aclose, fmt::format("open attribute {}", name));
+  T value{};
+  check(H5Aread(attribute.get(), memory_type<T>(), &value), fmt::format("read attribute {} of '{}'", name, path));
+  return value;
+}
+
+std::string read_string_attribute(hid_t file, char const* name, std::string const& path) {
+  if (H5Aexists(file, name) <= 0) fail("restart file '{}' has no attribute '{}'; it is not a kfmm restart file", path, name);
+  auto attribute = checked(H5Aopen(file, name, H5P_DEFAULT), H5Aclose, fmt::format("open attribute {}", name));
+  auto stored = checked(H5Aget_type(attribute.get()), H5Tclose, "get an attribute type");
+  std::vector<char> text(H5Tget_size(stored.get()) + 1, '\0');
+  auto type = checked(H5Tcopy(H5T_C_S1), H5Tclose, "copy the string type");
+  check(H5Tset_size(type.get(), text.size()), "size a string type");
+  check(H5Aread(attribute.get(), type.get(), text.data()), fmt::format("read attribute {} of '{}'", name, path));
+  return std::string(text.data());
+}
+
+/// Writes a host View's memory as a dataset of shape `dims` (a LayoutLeft (n, 3) View is (3, n)).
+template <class T>
+void write_dataset(hid_t file, char const* name, T const* data, std::vector<hsize_t> const& dims) {
+  auto space = checked(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose,
+                       "create a dataspace");
+  auto dataset = checked(H5Dcreate2(file, name, memory_type<T>(), space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                         H5Dclose, fmt::format("create dataset {}", name));
+  hsize_t count = 1;
+  for (auto d : dims) count *= d;
+  if (count > 0) check(H5Dwrite(dataset.get(), memory_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data),
+                       fmt::format("write dataset {}", name));
+}
+
+template <class T>
+void read_dataset(hid_t file, char const* name, T* data, std::vector<hsize_t> const& dims, std::string const& path) {
+  if (H5Lexists(file, name, H5P_DEFAULT) <= 0) fail("restart file '{}' has no dataset '{}'", path, name);
+  auto dataset = checked(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose, fmt::format("open dataset {}", name));
+  auto space = checked(H5Dget_space(dataset.get()), H5Sclose, "get a dataspace");
+  std::vector<hsize_t> stored(dims.size());
+  if (H5Sget_simple_extent_ndims(space.get()) != static_cast<int>(dims.size()) ||
+      H5Sget_simple_extent_dims(space.get(), stored.data(), nullptr) < 0 || stored != dims)
+    fail("restart file '{}': dataset '{}' does not have the expected shape", path, name);
+  hsize_t count = 1;
+  for (auto d : dims) count *= d;
+  if (count > 0) check(H5Dread(dataset.get(), memory_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data),
+                       fmt::format("read dataset {} of '{}'", name, path));
+}
+
+void write_rank_file(std::string const& file_path, Context const& context, SimulationState const& state,
+                     SimulationConfig const& config) {
+  auto file = checked(H5Fcreate(file_path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose,
+                      fmt::format("create restart file '{}'", file_path));
+  hid_t const f = file.get();
+  write_string_attribute(f, "format", format_name);
+  write_string_attribute(f, "integrator", to_string(config.integrator));
+  write_attribute<std::int64_t>(f, "ranks", context.size());
+  write_attribute<std::int64_t>(f, "rank", context.rank());
+  write_attribute<std::int64_t>(f, "step", state.step);
+  write_attribute<double>(f, "time", state.time);
+  write_attribute<double>(f, "dt", state.dt);
+  write_attribute<std::int64_t>(f, "next_output", state.next_output);
+  write_attribute<std::int64_t>(f, "step_in_interval", state.step_in_interval);
+  write_attribute<double>(f, "initial_energy", state.initial_energy);
+  write_attribute<double>(f, "max_acceleration", state.max_acceleration);
+  write_attribute<std::uint64_t>(f, "num", state.particles.num);
+  write_attribute<std::uint64_t>(f, "num_total", state.particles.num_total);
+
+  auto const host = to_host(state.particles);
+  hsize_t const n = host.num;
+  write_dataset(f, "positions", host.pos.data(), {3, n});
+  write_dataset(f, "velocities", host.vel.data(), {3, n});
+  write_dataset(f, "masses", host.mass.data(), {n});
+  write_dataset(f, "ids", host.id.data(), {n});
+  if (config.integrator == IntegratorKind::KDK) {
+    // A compact copy of the valid slots: the force View may be longer than num.
+    Vec3View<double, HostSpace> acceleration("kfmm::io::restart::acceleration", host.num);
+    Kokkos::deep_copy(acceleration,
+                      Kokkos::subview(state.acceleration, Kokkos::make_pair(std::size_t(0), host.num), Kokkos::ALL));
+    write_dataset(f, "acceleration", acceleration.data(), {3, n});
+  }
+  file.close(fmt::format("restart file '{}'", file_path));
+}
+
+std::string existing_restart(std::string const& path) {
+  if (fs::is_directory(path)) return path;
+  if (fs::is_directory(path + ".old")) return path + ".old";
+  return {};
+}
+
+}  // namespace
+
+void write_restart(Context const& context, std::string const& path, SimulationState const& state,
+                   SimulationConfig const& config) {
+  io_detail::silence_hdf5_errors();
+  std::string const staging = path + ".tmp";
+  collectively(context, [&] {
+    if (context.is_root()) {
+      fs::remove_all(staging);
+      fs::create_directories(staging);
+    }
+  });
+  collectively(context, [&] { write_rank_file(rank_file(staging, context.rank()), context, state, config); });
+  collectively(context, [&] {
+    if (!context.is_root()) return;
+    std::string const old = path + ".old";
+    fs::remove_all(old);
+    if (fs::exists(path)) fs::rename(path, old);
+    fs::rename(staging, path);
+    fs::remove_all(old);
+  });
+}
+
+bool restart_exists(Context const& context, std::string const& path) {
+  int found = context.is_root() && !existing_restart(path).empty() ? 1 : 0;
+  MPI_Bcast(&found, 1, MPI_INT, 0, context.comm());
+  return found != 0;
+}
+
+SimulationState read_restart(Context const& context, std::string const& path, SimulationConfig const& config) {
+  io_detail::silence_hdf5_errors();
+  SimulationState state;
+  collectively(context, [&] {
+    std::string const directory = existing_restart(path);
+    if (directory.empty())
+      fail("no restart at '{}' (nor '{}.old'); start the run without --restart first", path, path);
+    std::string const file_path = rank_file(directory, context.rank());
+    if (!fs::exists(file_path))
+      fail("restart file '{}' is missing: the restart was written by fewer ranks than the {} now running; restart "
+           "with the same number of ranks",
+           file_path, context.size());
+    auto file = checked(H5Fopen(file_path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose,
+                        fmt::format("open restart file '{}'", file_path));
+    hid_t const f = file.get();
+    if (read_string_attribute(f, "format", file_path) != format_name)
+      fail("'{}' is not a {} file", file_path, format_name);
+    auto const ranks = read_attribute<std::int64_t>(f, "ranks", file_path);
+    if (ranks != context.size())
+      fail("restart '{}' was written by {} ranks but {} are running; restart with {} ranks", directory, ranks,
+           context.size(), ranks);
+    std::string const integrator = read_string_attribute(f, "integrator", file_path);
+    if (integrator != to_string(config.integrator))
+      fail("restart '{}' was written by the {} integrator but the run file asks for {}; use the same integrator",
+           directory, integrator, to_string(config.integrator));
+    state.started = true;
+    state.step = read_attribute<std::int64_t>(f, "step", file_path);
+    state.time = read_attribute<double>(f, "time", file_path);
+    state.dt = read_attribute<double>(f, "dt", file_path);
+    state.next_output = static_cast<int>(read_attribute<std::int64_t>(f, "next_output", file_path));
+    state.step_in_interval = read_attribute<std::int64_t>(f, "step_in_interval", file_path);
+    state.initial_energy = read_attribute<double>(f, "initial_energy", file_path);
+    state.max_acceleration = read_attribute<double>(f, "max_acceleration", file_path);
+    auto const& outputs = config.schedule.output_times;
+    if (state.next_output < 0 || state.next_output > static_cast<int>(outputs.size()) ||
+        (state.next_output < static_cast<int>(outputs.size()) && !(state.time < outputs[state.next_output])))
+      fail("restart '{}' is at time {} before output {}, which the run file's schedule ({} outputs) does not have; "
+           "restart with the run file that wrote it",
+           directory, state.time, state.next_output + 1, outputs.size());
+    auto const n = static_cast<std::size_t>(read_attribute<std::uint64_t>(f, "num", file_path));
+    Particles<HostSpace> host(n);
+    host.num = n;
+    host.num_total = static_cast<std::size_t>(read_attribute<std::uint64_t>(f, "num_total", file_path));
+    read_dataset(f, "positions", host.pos.data(), {3, n}, file_path);
+    read_dataset(f, "velocities", host.vel.data(), {3, n}, file_path);
+    read_dataset(f, "masses", host.mass.data(), {n}, file_path);
+    read_dataset(f, "ids", host.id.data(), {n}, file_path);
+    state.particles = to_device(host);
+    if (config.integrator == IntegratorKind::KDK) {
+      Vec3View<double, HostSpace> acceleration("kfmm::io::restart::acceleration", n);
+      read_dataset(f, "acceleration", acceleration.data(), {3, n}, file_path);
+      state.acceleration = Kokkos::create_mirror_view_and_copy(MemorySpace(), acceleration);
+    }
+  });
+  return state;
+}
+
+Observer restart_observer(Context const& context, std::string const& path, SimulationConfig const& config,
+                          long long every_steps) {
+  return [context, path, config, every_steps](SimulationEvent event, SimulationState const& state) {
+    bool const scheduled = event == SimulationEvent::Step && every_steps > 0 && state.step % every_steps == 0;
+    if (scheduled || event == SimulationEvent::Stop || event == SimulationEvent::Finish)
+      write_restart(context, path, state, config);
+  };
+}
+
+}  // namespace kfmm

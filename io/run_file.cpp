@@ -1,0 +1,377 @@
+#include <kfmm/io/run_file.hpp>
+
+#include <kfmm/core/error.hpp>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <sstream>
+#include <vector>
+
+namespace kfmm {
+
+namespace {
+
+constexpr double none = std::numeric_limits<double>::quiet_NaN();
+
+/// One run-file key. The table below is the only list of keys: the parser, the default file
+/// (`kfmm run --print-default`) and the README table (`--print-keys-markdown`) all come from it.
+struct Key {
+  char const* name;           ///< dotted path: `ic.n` is `n:` inside `ic:`
+  char const* type;           ///< int, float, bool, string, float list
+  char const* default_value;  ///< YAML text; empty: no default (required when it is used)
+  char const* meaning;
+  char const* choices = "";   ///< strings only: the allowed values, '|'-separated
+  double min = none;          ///< numbers only: inclusive bounds
+  double max = none;
+};
+
+// clang-format off
+Key const keys[] = {
+  {"ic.kind", "string", "clumps", "initial conditions: generated model, or `file` to read ic.file", "clumps|plummer|hernquist|uniform|file"},
+  {"ic.file", "string", "", "GADGET-4 HDF5 snapshot to start from (required when ic.kind is file)"},
+  {"ic.n", "int", "200000", "number of particles (generated models)", "", 2, 1e12},
+  {"ic.seed", "int", "42", "random seed of the generated model (same particles on any rank count)", "", 0, 9.2e18},
+  {"ic.clumps", "int", "20", "number of Gaussian clumps (clumps only)", "", 1, 1e9},
+  {"ic.truncation_radius", "float", "100", "Plummer/Hernquist: radii beyond this are redrawn", "", 1e-300, 1e300},
+  {"force.method", "string", "fmm", "fmm, or direct (O(N²), for small N and checks)", "fmm|direct"},
+  {"force.order", "int", "4", "expansion order p", "", 1, 8},
+  {"force.theta", "float", "0.6", "opening angle θ: accept (r_A + r_B) < θ·|c_A − c_B|", "", 1e-3, 1.5},
+  {"force.leaf_size", "int", "32", "largest number of particles in a leaf", "", 1, 1e6},
+  {"force.softening", "string", "plummer", "softening kernel", "plummer|spline"},
+  {"force.softening_length", "float", "0.01", "softening length ε (spline: Plummer-equivalent)", "", 0, 1e300},
+  {"force.precision", "string", "float", "arithmetic of expansions and kernels", "float|double"},
+  {"force.centre", "string", "mass", "expansion centre of a node", "mass|geometric"},
+  {"integrator.kind", "string", "dkd", "leapfrog variant (lattice_dkd: exactly reversible)", "dkd|kdk|lattice_dkd"},
+  {"integrator.lattice_dx", "float", "1e-4", "lattice_dkd: position lattice spacing", "", 1e-300, 1e300},
+  {"integrator.lattice_dv", "float", "1e-4", "lattice_dkd: velocity lattice spacing", "", 1e-300, 1e300},
+  {"time.start", "float", "0", "time of the initial conditions", "", -1e300, 1e300},
+  {"time.end", "float", "5", "end of the run (the last output)", "", -1e300, 1e300},
+  {"time.outputs", "int", "10", "number of evenly spaced outputs after the start (the last at time.end)", "", 1, 1e9},
+  {"time.output_times", "float list", "", "explicit output times instead of time.end and time.outputs"},
+  {"time.step_mode", "string", "per_output", "per_output: time.steps_per_output equal steps between outputs; fixed: steps of time.dt; adaptive: dt = time.eta·sqrt(ε/|a|max)", "per_output|fixed|adaptive"},
+  {"time.steps_per_output", "int", "20", "per_output: steps between two outputs", "", 1, 1e12},
+  {"time.dt", "float", "", "fixed: the time step (required for fixed)", "", 1e-300, 1e300},
+  {"time.output_every", "int", "0", "fixed: an output every this many steps up to time.end (0: use time.outputs)", "", 0, 1e12},
+  {"time.eta", "float", "0.025", "adaptive: accuracy factor η", "", 1e-300, 1e300},
+  {"time.dt_max", "float", ".inf", "adaptive: largest time step", "", 1e-300, std::numeric_limits<double>::infinity()},
+  {"units.system", "string", "plain", "plain (G = 1) or astro (kpc, km/s, Msun as scaled below; jz-fmm's UnitConfig)", "plain|astro"},
+  {"units.length_in_kpc", "float", "1", "astro: length unit in kpc", "", 1e-300, 1e300},
+  {"units.velocity_in_kmps", "float", "1", "astro: velocity unit in km/s", "", 1e-300, 1e300},
+  {"units.mass_in_msol", "float", "1", "astro: mass unit in solar masses", "", 1e-300, 1e300},
+  {"output.directory", "string", "output", "directory of snapshots, diagnostics and restarts (-o overrides)"},
+  {"output.snapshots", "bool", "true", "write a snapshot at every output time"},
+  {"output.layout", "string", "single", "single: one snapshot_NNN.hdf5; per-rank: snapdir_NNN/ with a file per rank", "single|per-rank"},
+  {"output.precision", "string", "float", "stored type of coordinates, velocities, masses, forces", "float|double"},
+  {"output.compression", "int", "0", "0: contiguous datasets; 1..9: chunked + shuffle + deflate level", "", 0, 9},
+  {"output.diagnostics", "string", "diagnostics.csv", "per-step energies and momenta, inside output.directory (empty: none)"},
+  {"output.restart_every", "int", "0", "also write a restart every this many steps (always on SIGTERM/SIGINT and at the end)", "", 0, 1e12},
+};
+// clang-format on
+
+Key const* find_key(std::string const& name) {
+  for (auto const& key : keys)
+    if (name == key.name) return &key;
+  return nullptr;
+}
+
+std::string where(YAML::Node const& node, std::string const& source) {
+  auto const mark = node.Mark();
+  if (mark.line < 0) return fmt::format("'{}'", source);
+  return fmt::format("'{}' line {}", source, mark.line + 1);
+}
+
+/// The checked values of one run file.
+class Values {
+ public:
+  Values(YAML::Node const& root, std::string source) : source_(std::move(source)) {
+    if (root.IsNull()) return;
+    if (!root.IsMap()) fail("run file '{}': expected a map of sections (ic, force, integrator, time, units, output)", source_);
+    collect(root, "");
+  }
+
+  bool given(std::string const& name) const { return given_.count(name) != 0; }
+
+  std::string string(std::string const& name) const {
+    Key const& key = lookup(name);
+    auto const node = node_or_default(key);
+    if (!node.IsScalar()) type_error(key, node, "a string");
+    std::string const value = node.as<std::string>();
+    if (*key.choices) {
+      std::string const choices = std::string("|") + key.choices + "|";
+      if (choices.find("|" + value + "|") == std::string::npos)
+        fail("run file {}: key '{}' = '{}' is not one of {}", where(node, source_), name, value, key.choices);
+    }
+    return value;
+  }
+
+  double number(std::string const& name) const {
+    Key const& key = lookup(name);
+    auto const node = node_or_default(key);
+    double value = 0;
+    bool const integer = std::string(key.type) == "int";
+    try {
+      if (!node.IsScalar()) throw YAML::Exception(node.Mark(), "not a scalar");
+      value = integer ? static_cast<double>(node.as<long long>()) : node.as<double>();
+    } catch (YAML::Exception const&) {
+      type_error(key, node, integer ? "an integer" : "a number");
+    }
+    check_range(key, node, value);
+    return value;
+  }
+
+  long long integer(std::string const& name) const { return static_cast<long long>(number(name)); }
+
+  bool boolean(std::string const& name) const {
+    Key const& key = lookup(name);
+    auto const node = node_or_default(key);
+    try {
+      if (!node.IsScalar()) throw YAML::Exception(node.Mark(), "not a scalar");
+      return node.as<bool>();
+    } catch (YAML::Exception const&) {
+      type_error(key, node, "true or false");
+    }
+  }
+
+  std::vector<double> numbers(std::string const& name) const {
+    Key const& key = lookup(name);
+    auto const node = node_or_default(key);
+    if (!node.IsSequence()) type_error(key, node, "a list of numbers such as [1, 2, 4]");
+    std::vector<double> values;
+    for (auto const& item : node) {
+      try {
+        values.push_back(item.as<double>());
+      } catch (YAML::Exception const&) {
+        type_error(key, item, "a list of numbers such as [1, 2, 4]");
+      }
+    }
+    return values;
+  }
+
+  /// Throws the "missing required key" error for a key without default that is needed.
+  void require(std::string const& name, std::string const& because) const {
+    if (!given(name)) fail("run file '{}': missing required key '{}' ({})", source_, name, because);
+  }
+
+  [[noreturn]] void invalid(std::string const& name, std::string const& problem) const {
+    auto const it = given_.find(name);
+    fail("run file {}: key '{}': {}", it != given_.end() ? where(it->second, source_) : "'" + source_ + "'", name,
+         problem);
+  }
+
+ private:
+  void collect(YAML::Node const& map, std::string const& prefix) {
+    for (auto const& entry : map) {
+      std::string const name = prefix + entry.first.as<std::string>();
+      bool const is_section = std::any_of(std::begin(keys), std::end(keys), [&](Key const& key) {
+        return std::string(key.name).rfind(name + ".", 0) == 0;
+      });
+      if (is_section) {
+        if (!entry.second.IsMap() && !entry.second.IsNull())
+          fail("run file {}: '{}' must be a section (a map of keys), not a value", where(entry.first, source_), name);
+        if (entry.second.IsMap()) collect(entry.second, name + ".");
+      } else if (find_key(name)) {
+        given_.emplace(name, entry.second);
+      } else {
+        fail("run file {}: unknown key '{}'; `kfmm run --print-default` lists every key", where(entry.first, source_),
+             name);
+      }
+    }
+  }
+
+  Key const& lookup(std::string const& name) const {
+    Key const* key = find_key(name);
+    if (!key) fail("internal: run-file key '{}' is not in the key table", name);
+    return *key;
+  }
+
+  YAML::Node node_or_default(Key const& key) const {
+    auto const it = given_.find(key.name);
+    if (it != given_.end()) return it->second;
+    if (!*key.default_value) fail("run file '{}': missing required key '{}' ({})", source_, key.name, key.meaning);
+    return YAML::Load(key.default_value);
+  }
+
+  [[noreturn]] void type_error(Key const& key, YAML::Node const& node, char const* expected) const {
+    std::string shown = node.IsScalar() ? "'" + node.Scalar() + "'" : (node.IsSequence() ? "a list" : "a map");
+    fail("run file {}: key '{}' must be {} ({}), got {}", where(node, source_), key.name, expected, key.type, shown);
+  }
+
+  void check_range(Key const& key, YAML::Node const& node, double value) const {
+    bool const below = !std::isnan(key.min) && !(value >= key.min);
+    bool const above = !std::isnan(key.max) && !(value <= key.max);
+    if (below || above)
+      fail("run file {}: key '{}' = {} is out of range [{:g}, {:g}]", where(node, source_), key.name, node.Scalar(),
+           key.min, key.max);
+  }
+
+  std::string source_;
+  std::map<std::string, YAML::Node> given_;
+};
+
+Schedule read_schedule(Values const& values) {
+  Schedule schedule;
+  schedule.start_time = values.number("time.start");
+  schedule.mode = parse_step_mode(values.string("time.step_mode"));
+  double const end = values.number("time.end");
+  if (schedule.mode == StepMode::Fixed) {
+    values.require("time.dt", "time.step_mode is fixed");
+    schedule.dt = values.number("time.dt");
+  }
+  schedule.steps_per_output = values.integer("time.steps_per_output");
+  schedule.eta = values.number("time.eta");
+  schedule.dt_max = values.number("time.dt_max");
+  long long const output_every = values.integer("time.output_every");
+  if (values.given("time.output_times")) {
+    schedule.output_times = values.numbers("time.output_times");
+  } else if (schedule.mode == StepMode::Fixed && output_every > 0) {
+    // Outputs on multiples of output_every steps; the end is the last output.
+    schedule.output_times.clear();
+    for (long long k = 1;; ++k) {
+      double const t = schedule.start_time + static_cast<double>(k * output_every) * schedule.dt;
+      if (t >= end - 1e-6 * schedule.dt) break;
+      schedule.output_times.push_back(t);
+    }
+    schedule.output_times.push_back(end);
+  } else {
+    if (!(end > schedule.start_time))
+      values.invalid("time.end", fmt::format("{} must be later than time.start = {}", end, schedule.start_time));
+    schedule.output_times = evenly_spaced_outputs(schedule.start_time, end, static_cast<int>(values.integer("time.outputs")));
+  }
+  try {
+    schedule.validate();
+  } catch (Error const& e) {
+    values.invalid(values.given("time.output_times") ? "time.output_times" : "time.end", e.what());
+  }
+  return schedule;
+}
+
+RunSettings settings_from(YAML::Node const& root, std::string const& source) {
+  Values const values(root, source);
+  RunSettings settings;
+  settings.source = source;
+
+  std::string const ic_kind = values.string("ic.kind");
+  if (ic_kind == "file") {
+    values.require("ic.file", "ic.kind is file");
+    settings.ic_file = values.string("ic.file");
+  } else {
+    settings.ic.kind = parse_ic_kind(ic_kind);
+  }
+  settings.ic.n_total = static_cast<std::uint64_t>(values.integer("ic.n"));
+  settings.ic.seed = static_cast<std::uint64_t>(values.integer("ic.seed"));
+  settings.ic.clumps = static_cast<int>(values.integer("ic.clumps"));
+  settings.ic.truncation_radius = values.number("ic.truncation_radius");
+
+  auto& simulation = settings.simulation;
+  settings.force_method = values.string("force.method") == "direct" ? ForceMethod::Direct : ForceMethod::FMM;
+  auto& fmm = simulation.fmm;
+  fmm.order = static_cast<int>(values.integer("force.order"));
+  fmm.theta = values.number("force.theta");
+  fmm.leaf_size = static_cast<int>(values.integer("force.leaf_size"));
+  fmm.softening = parse_softening_kind(values.string("force.softening"));
+  fmm.softening_length = values.number("force.softening_length");
+  fmm.precision = parse_precision(values.string("force.precision"));
+  fmm.centre = parse_expansion_centre(values.string("force.centre"));
+
+  simulation.integrator = parse_integrator_kind(values.string("integrator.kind"));
+  simulation.lattice.dx = values.number("integrator.lattice_dx");
+  simulation.lattice.dv = values.number("integrator.lattice_dv");
+  simulation.schedule = read_schedule(values);
+
+  simulation.units = values.string("units.system") == "astro"
+                         ? UnitSystem::astro(values.number("units.length_in_kpc"), values.number("units.velocity_in_kmps"),
+                                             values.number("units.mass_in_msol"))
+                         : UnitSystem::plain();
+  fmm.G = simulation.units.G;
+
+  simulation.output.directory = values.string("output.directory");
+  simulation.output.snapshots = values.boolean("output.snapshots");
+  simulation.output.diagnostics_file = values.string("output.diagnostics");
+  simulation.output.restart_every = values.integer("output.restart_every");
+  settings.snapshot_options.layout = parse_file_layout(values.string("output.layout"));
+  settings.snapshot_options.precision = parse_precision(values.string("output.precision"));
+  settings.snapshot_options.compression = static_cast<int>(values.integer("output.compression"));
+
+  try {
+    simulation.validate();
+  } catch (Error const& e) {
+    fail("run file '{}': {}", source, e.what());
+  }
+  return settings;
+}
+
+/// The keys grouped by section, in table order.
+std::vector<std::pair<std::string, std::vector<Key const*>>> sections() {
+  std::vector<std::pair<std::string, std::vector<Key const*>>> grouped;
+  for (auto const& key : keys) {
+    std::string const name = key.name;
+    std::string const section = name.substr(0, name.find('.'));
+    if (grouped.empty() || grouped.back().first != section) grouped.push_back({section, {}});
+    grouped.back().second.push_back(&key);
+  }
+  return grouped;
+}
+
+std::string choices_text(Key const& key) {
+  std::string text = key.choices;
+  for (auto& c : text)
+    if (c == '|') c = ',';
+  return text.empty() ? "" : " [" + text + "]";
+}
+
+}  // namespace
+
+RunSettings parse_run_text(std::string const& text, std::string const& source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (YAML::Exception const& e) {
+    fail("run file '{}' line {}: not valid YAML: {}", source, e.mark.line + 1, e.msg);
+  }
+  return settings_from(root, source);
+}
+
+RunSettings read_run_file(std::string const& path) {
+  std::ifstream in(path);
+  if (!in) fail("cannot read run file '{}'; check the path (`kfmm run --print-default > run.yaml` writes one)", path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_run_text(text.str(), path);
+}
+
+std::string default_run_file() {
+  std::string out =
+      "# kfmm run file: every key with its default. `kfmm run FILE` reads it; keys left out take\n"
+      "# these defaults. Keys without a default are commented out (required only where noted).\n";
+  for (auto const& [section, section_keys] : sections()) {
+    out += fmt::format("\n{}:\n", section);
+    for (Key const* key : section_keys) {
+      std::string const name = std::string(key->name).substr(section.size() + 1);
+      out += fmt::format("  # {} ({}){}\n", key->meaning, key->type, choices_text(*key));
+      if (*key->default_value)
+        out += fmt::format("  {}: {}\n", name, key->default_value);
+      else
+        out += fmt::format("  # {}:\n", name);
+    }
+  }
+  return out;
+}
+
+std::string run_file_keys_markdown() {
+  std::string out = "| key | type | default | meaning |\n|---|---|---|---|\n";
+  for (auto const& key : keys) {
+    std::string meaning = key.meaning;
+    if (*key.choices) meaning += "; one of" + choices_text(key);
+    std::string const default_text = *key.default_value ? fmt::format("`{}`", key.default_value) : "—";
+    out += fmt::format("| `{}` | {} | {} | {} |\n", key.name, key.type, default_text, meaning);
+  }
+  return out;
+}
+
+}  // namespace kfmm

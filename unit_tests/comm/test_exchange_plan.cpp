@@ -1,0 +1,170 @@
+#include <kfmm/comm/exchange_plan.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace {
+
+using kfmm::Context;
+using kfmm::ExchangePlan;
+using Memory = kfmm::MemorySpace;
+
+// Rank r holds 1000 + 37·r elements (or what `count` says); element i of rank r has the global
+// label r·10^6 + i.
+std::size_t default_count(int rank) { return 1000 + 37 * std::size_t(rank); }
+std::uint64_t label(int rank, std::size_t i) { return std::uint64_t(rank) * 1000000 + i; }
+
+template <class T>
+Kokkos::View<T*, Memory> device_view(std::vector<T> const& values, char const* name) {
+  Kokkos::View<T*, Memory> view(std::string(name), values.size());
+  Kokkos::deep_copy(view, Kokkos::View<T const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(values.data(), values.size()));
+  return view;
+}
+
+template <class View>
+auto on_host(View const& view) {
+  auto host = Kokkos::create_mirror(view);
+  Kokkos::deep_copy(host, view);
+  return host;
+}
+
+class ExchangePlanTest : public testing::Test {
+ protected:
+  Context context;
+  int rank = context.rank();
+  int ranks = context.size();
+
+  // Builds a plan where element i of rank r goes to destination(r, i) and checks that labels,
+  // (n, 3) positions and (n, k) floats arrive ordered by source rank, then source order, and
+  // that reverse() brings them back to the original order (dropped rows zero).
+  template <class Destination, class Count>
+  void check_round_trip(Destination destination, Count count, std::size_t max_message_bytes = INT_MAX) {
+    std::size_t const n = count(rank);
+    std::vector<int> destinations(n);
+    std::vector<std::uint64_t> labels(n);
+    kfmm::Vec3View<double, Memory> positions("positions", n);
+    Kokkos::View<float**, Kokkos::LayoutLeft, Memory> wide("wide", n, 5);
+    auto positions_host = Kokkos::create_mirror_view(positions);
+    auto wide_host = Kokkos::create_mirror_view(wide);
+    for (std::size_t i = 0; i < n; ++i) {
+      destinations[i] = destination(rank, i);
+      labels[i] = label(rank, i);
+      for (int k = 0; k < 3; ++k) positions_host(i, k) = 0.5 * double(labels[i]) + k;
+      for (int k = 0; k < 5; ++k) wide_host(i, k) = float(i % 1000) + 0.25f * k;
+    }
+    Kokkos::deep_copy(positions, positions_host);
+    Kokkos::deep_copy(wide, wide_host);
+    ExchangePlan<Memory> const plan(context, device_view(destinations, "destinations"), n, max_message_bytes);
+
+    // What should arrive: for each source rank s, its elements bound here, in order.
+    std::vector<std::uint64_t> expected;
+    for (int s = 0; s < ranks; ++s)
+      for (std::size_t i = 0; i < count(s); ++i)
+        if (destination(s, i) == rank) expected.push_back(label(s, i));
+    ASSERT_EQ(plan.num_import(), expected.size());
+
+    auto const imported_labels = on_host(plan.exchange(device_view(labels, "labels")));
+    auto const imported_positions = on_host(plan.exchange(positions));
+    auto const imported_wide = on_host(plan.exchange(wide));
+    ASSERT_EQ(imported_positions.extent(0), expected.size());
+    ASSERT_EQ(imported_wide.extent(1), 5u);
+    for (std::size_t j = 0; j < expected.size(); ++j) {
+      ASSERT_EQ(imported_labels(j), expected[j]) << "import " << j;
+      for (int k = 0; k < 3; ++k) ASSERT_EQ(imported_positions(j, k), 0.5 * double(expected[j]) + k);
+      for (int k = 0; k < 5; ++k) ASSERT_EQ(imported_wide(j, k), float((expected[j] % 1000000) % 1000) + 0.25f * k);
+    }
+
+    auto const returned_positions = on_host(plan.reverse(plan.exchange(positions)));
+    auto const returned_wide = on_host(plan.reverse(plan.exchange(wide)));
+    ASSERT_EQ(returned_positions.extent(0), n);
+    for (std::size_t i = 0; i < n; ++i) {
+      bool const dropped = destinations[i] < 0;
+      for (int k = 0; k < 3; ++k) ASSERT_EQ(returned_positions(i, k), dropped ? 0.0 : positions_host(i, k)) << i;
+      for (int k = 0; k < 5; ++k) ASSERT_EQ(returned_wide(i, k), dropped ? 0.0f : wide_host(i, k)) << i;
+    }
+  }
+};
+
+TEST_F(ExchangePlanTest, RoundTripToRankModulo) {
+  int const r = ranks;
+  check_round_trip([r](int, std::size_t i) { return int(i % r); }, default_count);
+}
+
+TEST_F(ExchangePlanTest, DropsAreNotSentAndReturnZero) {
+  int const r = ranks;
+  check_round_trip([r](int s, std::size_t i) { return i % 3 == 0 ? -1 : int((i + s) % r); }, default_count);
+}
+
+TEST_F(ExchangePlanTest, RanksSendingNothing) {
+  int const r = ranks;
+  check_round_trip([r](int s, std::size_t i) { return int((i + s + 1) % r); },
+                   [](int s) { return s % 2 == 1 ? std::size_t(0) : default_count(s); });
+}
+
+TEST_F(ExchangePlanTest, AllToOneRank) {
+  int const last = ranks - 1;
+  check_round_trip([last](int, std::size_t) { return last; }, default_count);
+}
+
+// Tiny pieces (7 bytes, not a multiple of any element size) must reassemble exactly.
+TEST_F(ExchangePlanTest, MessagesCutIntoPiecesReassemble) {
+  int const r = ranks;
+  check_round_trip([r](int s, std::size_t i) { return int((i * 7 + s) % r); }, default_count, 7);
+}
+
+struct Payload {
+  double value;
+  std::uint64_t id;
+  int tag;
+};
+
+TEST_F(ExchangePlanTest, PayloadTypesAndByteCounters) {
+  std::size_t const n = default_count(rank);
+  std::vector<int> destinations(n);
+  std::vector<double> doubles(n);
+  std::vector<Payload> structs(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    destinations[i] = int((i + 1) % ranks);
+    doubles[i] = 0.125 * double(label(rank, i));
+    structs[i] = Payload{-doubles[i], label(rank, i), rank};
+  }
+  ExchangePlan<Memory> const plan(context, device_view(destinations, "destinations"), n);
+  auto const got_doubles = on_host(plan.exchange(device_view(doubles, "doubles")));
+  auto const got_structs = on_host(plan.exchange(device_view(structs, "structs")));
+  std::size_t remote_received = 0;
+  for (std::size_t j = 0; j < plan.num_import(); ++j) {
+    EXPECT_EQ(got_doubles(j), 0.125 * double(got_structs(j).id));
+    EXPECT_EQ(got_structs(j).value, -got_doubles(j));
+    EXPECT_EQ(int(got_structs(j).id / 1000000), got_structs(j).tag);
+    EXPECT_EQ((got_structs(j).id % 1000000 + 1) % ranks, std::uint64_t(rank));
+    if (got_structs(j).tag != rank) ++remote_received;
+  }
+  EXPECT_EQ(plan.bytes_received(), remote_received * sizeof(Payload));
+  std::size_t remote_sent = 0;
+  for (std::size_t i = 0; i < n; ++i) remote_sent += destinations[i] != rank;
+  EXPECT_EQ(plan.bytes_sent(), remote_sent * sizeof(Payload));
+}
+
+TEST_F(ExchangePlanTest, BadDestinationThrowsOnEveryRank) {
+  std::vector<int> destinations(10, 0);
+  if (rank == ranks - 1) destinations[4] = ranks;
+  try {
+    ExchangePlan<Memory> plan(context, device_view(destinations, "destinations"), destinations.size());
+    FAIL() << "expected kfmm::Error";
+  } catch (kfmm::Error const& e) {
+    std::string const message = e.what();
+    EXPECT_NE(message.find("element 4 has destination rank " + std::to_string(ranks)), std::string::npos) << message;
+  }
+}
+
+TEST_F(ExchangePlanTest, ShortImportViewIsRejected) {
+  std::vector<int> destinations(10, rank);
+  ExchangePlan<Memory> const plan(context, device_view(destinations, "destinations"), destinations.size());
+  Kokkos::View<double*, Memory> exports("exports", 10), imports("imports", 3);
+  EXPECT_THROW(plan.exchange(exports, imports), kfmm::Error);
+}
+
+}  // namespace

@@ -1,0 +1,131 @@
+#include <kfmm/core/sort.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <vector>
+
+namespace {
+
+using Keys = Kokkos::View<std::uint64_t*, kfmm::MemorySpace>;
+
+template <class T>
+std::vector<T> to_vector(Kokkos::View<T*, kfmm::MemorySpace> const& view) {
+  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), view);
+  return std::vector<T>(host.data(), host.data() + host.extent(0));
+}
+
+Keys to_view(std::vector<std::uint64_t> const& keys) {
+  Keys view("keys", keys.size());
+  auto host = Kokkos::create_mirror_view(view);
+  std::copy(keys.begin(), keys.end(), host.data());
+  Kokkos::deep_copy(view, host);
+  return view;
+}
+
+// Sorts with kfmm and checks keys and permutation against std::stable_sort.
+template <class Index>
+void expect_like_stable_sort(std::vector<std::uint64_t> const& keys) {
+  std::vector<std::size_t> order(keys.size());
+  std::iota(order.begin(), order.end(), std::size_t(0));
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return keys[a] < keys[b]; });
+  Keys view = to_view(keys);
+  Kokkos::View<Index*, kfmm::MemorySpace> permutation("permutation", keys.size());
+  kfmm::sort_by_key(kfmm::ExecutionSpace(), view, permutation);
+  auto const sorted = to_vector(view);
+  auto const got = to_vector(permutation);
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    ASSERT_EQ(got[i], order[i]) << "position " << i << " of " << keys.size();
+    ASSERT_EQ(sorted[i], keys[order[i]]) << "position " << i;
+  }
+}
+
+std::vector<std::uint64_t> random_keys(std::size_t n, std::uint64_t mask, std::uint64_t seed) {
+  std::mt19937_64 random(seed);
+  std::vector<std::uint64_t> keys(n);
+  for (auto& key : keys) key = random() & mask;
+  return keys;
+}
+
+TEST(Sort, RandomKeysOfEverySize) {
+  for (std::size_t n : {std::size_t(0), std::size_t(1), std::size_t(1000), std::size_t(1000000)})
+    expect_like_stable_sort<std::uint32_t>(random_keys(n, ~std::uint64_t(0), n));
+}
+
+TEST(Sort, SizeTPermutation) { expect_like_stable_sort<std::size_t>(random_keys(5000, 0xffff0000ffull, 2)); }
+
+TEST(Sort, AlreadySortedAndReversedKeys) {
+  auto keys = random_keys(100000, (std::uint64_t(1) << 63) - 1, 5);
+  std::sort(keys.begin(), keys.end());
+  expect_like_stable_sort<std::uint32_t>(keys);
+  std::reverse(keys.begin(), keys.end());
+  expect_like_stable_sort<std::uint32_t>(keys);
+}
+
+TEST(Sort, ConstantKeysKeepTheirOrder) {
+  expect_like_stable_sort<std::uint32_t>(std::vector<std::uint64_t>(1000, 0x123456789abcdefull));
+  expect_like_stable_sort<std::uint32_t>(std::vector<std::uint64_t>(1000000, 0));
+}
+
+TEST(Sort, FewDistinctKeysAreStable) {
+  auto keys = random_keys(1000000, 3, 9);
+  for (auto& key : keys) key <<= 40;  // digits vary only in one byte
+  expect_like_stable_sort<std::uint32_t>(keys);
+  expect_like_stable_sort<std::uint32_t>(random_keys(1000, 7, 10));
+}
+
+TEST(Sort, SorterReusesScratchAndSortsAPrefix) {
+  kfmm::KeySorter<kfmm::MemorySpace> sorter;
+  kfmm::ExecutionSpace space;
+  for (std::size_t n : {std::size_t(2000), std::size_t(300), std::size_t(5000)}) {
+    auto keys = random_keys(n + 10, ~std::uint64_t(0), n);
+    Keys view = to_view(keys);
+    Kokkos::View<std::uint32_t*, kfmm::MemorySpace> permutation("permutation", n + 10);
+    sorter.sort(space, view, permutation, n);
+    auto const sorted = to_vector(view);
+    std::vector<std::uint64_t> expected(keys.begin(), keys.begin() + n);
+    std::sort(expected.begin(), expected.end());
+    ASSERT_TRUE(std::equal(expected.begin(), expected.end(), sorted.begin()));
+    // Keys past n are untouched.
+    EXPECT_TRUE(std::equal(keys.begin() + n, keys.end(), sorted.begin() + n));
+  }
+}
+
+TEST(Sort, ShortViewsAreRejected) {
+  Keys keys("keys", 10);
+  Kokkos::View<std::uint32_t*, kfmm::MemorySpace> permutation("permutation", 5);
+  kfmm::KeySorter<kfmm::MemorySpace> sorter;
+  EXPECT_THROW(sorter.sort(kfmm::ExecutionSpace(), keys, permutation, 10), kfmm::Error);
+}
+
+TEST(Sort, PermuteReordersEveryParticleField) {
+  std::size_t const n = 100;
+  kfmm::Particles<kfmm::HostSpace> host(n + 5);
+  host.num = host.num_total = n;
+  for (std::size_t i = 0; i < n; ++i) {
+    for (int k = 0; k < 3; ++k) host.pos(i, k) = 10.0 * i + k, host.vel(i, k) = -double(i) - k;
+    host.mass(i) = 0.5 * i;
+    host.id(i) = 1000 + i;
+  }
+  auto particles = kfmm::to_device(host);
+  Kokkos::View<std::uint32_t*, kfmm::MemorySpace> permutation("permutation", n);
+  auto permutation_host = Kokkos::create_mirror_view(permutation);
+  for (std::size_t i = 0; i < n; ++i) permutation_host(i) = std::uint32_t((7 * i + 3) % n);
+  Kokkos::deep_copy(permutation, permutation_host);
+  kfmm::permute(kfmm::ExecutionSpace(), particles, permutation);
+  auto const back = kfmm::to_host(particles);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::size_t const old = permutation_host(i);
+    EXPECT_EQ(back.id(i), 1000 + old);
+    EXPECT_EQ(back.mass(i), 0.5 * old);
+    for (int k = 0; k < 3; ++k) {
+      EXPECT_EQ(back.pos(i, k), 10.0 * old + k);
+      EXPECT_EQ(back.vel(i, k), -double(old) - k);
+    }
+  }
+}
+
+}  // namespace

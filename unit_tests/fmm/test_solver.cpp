@@ -1,0 +1,247 @@
+// Accuracy, determinism and robustness of the FMM ForceSolver against direct summation, at
+// any rank count (the particles are spread over all ranks of the test).
+#include <kfmm/comm/initial_conditions.hpp>
+#include <kfmm/fmm/direct.hpp>
+#include <kfmm/fmm/solver.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace {
+
+using namespace kfmm;
+
+struct Errors {
+  double force_l2 = 0;   // E = sqrt(Σ|a − a_d|² / Σ|a_d|²)
+  double p99 = 0;        // 99th percentile of per-particle relative force errors
+  double max = 0;
+  double potential_l2 = 0;
+};
+
+class SolverTest : public testing::Test {
+ protected:
+  Context world;
+
+  Particles<MemorySpace> make(ICKind kind, std::uint64_t n, std::uint64_t seed = 7) {
+    ICOptions options;
+    options.kind = kind;
+    options.n_total = n;
+    options.seed = seed;
+    return to_device(make_initial_conditions(world, options));
+  }
+
+  // FMM (input order) vs direct summation over all ranks' particles.
+  Errors compare(Particles<MemorySpace> const& particles, FMMConfig const& config) {
+    ForceSolver solver(world, config);
+    ScalarView<double> pot;
+    Vec3View<double> acc;
+    solver.compute_in_input_order(particles, pot, acc);
+    ScalarView<double> pot_d;
+    Vec3View<double> acc_d;
+    direct_sum_all(world, particles, config.softening, config.softening_length, config.G, pot_d, acc_d);
+    auto const a = Kokkos::create_mirror_view_and_copy(HostSpace(), acc);
+    auto const ad = Kokkos::create_mirror_view_and_copy(HostSpace(), acc_d);
+    auto const p = Kokkos::create_mirror_view_and_copy(HostSpace(), pot);
+    auto const pd = Kokkos::create_mirror_view_and_copy(HostSpace(), pot_d);
+    double sums[4] = {0, 0, 0, 0};
+    std::vector<double> relative;
+    for (std::size_t i = 0; i < particles.num; ++i) {
+      double d2 = 0, r2 = 0;
+      for (int k = 0; k < 3; ++k) {
+        d2 += (a(i, k) - ad(i, k)) * (a(i, k) - ad(i, k));
+        r2 += ad(i, k) * ad(i, k);
+      }
+      sums[0] += d2;
+      sums[1] += r2;
+      sums[2] += (p(i) - pd(i)) * (p(i) - pd(i));
+      sums[3] += pd(i) * pd(i);
+      relative.push_back(std::sqrt(d2 / r2));
+    }
+    double global[4];
+    MPI_Allreduce(sums, global, 4, MPI_DOUBLE, MPI_SUM, world.comm());
+    // Percentiles over all ranks: gather the per-particle errors on every rank.
+    int const local_count = static_cast<int>(relative.size());
+    std::vector<int> counts(world.size()), offsets(world.size() + 1, 0);
+    MPI_Allgather(&local_count, 1, MPI_INT, counts.data(), 1, MPI_INT, world.comm());
+    for (int r = 0; r < world.size(); ++r) offsets[r + 1] = offsets[r] + counts[r];
+    std::vector<double> all(offsets.back());
+    MPI_Allgatherv(relative.data(), local_count, MPI_DOUBLE, all.data(), counts.data(), offsets.data(), MPI_DOUBLE,
+                   world.comm());
+    std::sort(all.begin(), all.end());
+    Errors e;
+    e.force_l2 = std::sqrt(global[0] / global[1]);
+    e.potential_l2 = std::sqrt(global[2] / global[3]);
+    e.p99 = all[static_cast<std::size_t>(0.99 * (all.size() - 1))];
+    e.max = all.back();
+    return e;
+  }
+};
+
+TEST_F(SolverTest, DefaultsMeetTheAccuracyTargetOnUniformPlummerAndClumps) {
+  FMMConfig const config;
+  for (ICKind kind : {ICKind::Uniform, ICKind::Plummer, ICKind::GaussianClumps}) {
+    Errors const e = compare(make(kind, 20000), config);
+    EXPECT_LE(e.force_l2, 3e-4) << to_string(kind);
+    EXPECT_LE(e.p99, 3e-3) << to_string(kind);
+    EXPECT_LE(e.potential_l2, 3e-4) << to_string(kind);
+  }
+}
+
+TEST_F(SolverTest, ErrorFallsWithOrderAndWithTheta) {
+  auto const particles = make(ICKind::Plummer, 4000);
+  FMMConfig config;
+  config.precision = Precision::Double;
+  config.theta = 0.6;
+  double previous = 1;
+  for (int p : {1, 3, 5, 7}) {
+    config.order = p;
+    double const e = compare(particles, config).force_l2;
+    EXPECT_LT(e, previous) << "p = " << p;
+    previous = e;
+  }
+  config.order = 4;
+  previous = 1;
+  for (double theta : {0.9, 0.6, 0.4}) {
+    config.theta = theta;
+    double const e = compare(particles, config).force_l2;
+    EXPECT_LT(e, previous) << "theta = " << theta;
+    previous = e;
+  }
+}
+
+TEST_F(SolverTest, HighOrderDoubleReachesOneInTenMillion) {
+  FMMConfig config;
+  config.order = 8;
+  config.theta = 0.3;
+  config.precision = Precision::Double;
+  EXPECT_LE(compare(make(ICKind::Uniform, 3000), config).force_l2, 1e-7);
+}
+
+TEST_F(SolverTest, BothKernelsOverTheSofteningRange) {
+  auto const particles = make(ICKind::Uniform, 4000);
+  double const separation = 1.0 / std::cbrt(4000.0);
+  for (SofteningKind kind : {SofteningKind::Plummer, SofteningKind::Spline}) {
+    for (double eps : {1e-4, 0.3 * separation, 10 * separation}) {
+      FMMConfig config;
+      config.softening = kind;
+      config.softening_length = eps;
+      Errors const e = compare(particles, config);
+      EXPECT_LE(e.force_l2, 3e-4) << to_string(kind) << " eps " << eps;
+      EXPECT_LE(e.potential_l2, 3e-4) << to_string(kind) << " eps " << eps;
+    }
+  }
+}
+
+// Particles built on rank 0 only (the solver spreads them); others contribute none.
+Particles<MemorySpace> degenerate(Context const& world, int kind) {
+  std::size_t const n = world.is_root() ? 3000 : 0;
+  Particles<HostSpace> p(n);
+  p.num = n;
+  p.num_total = 3000;
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (std::size_t i = 0; i < n; ++i) {
+    double x[3] = {u(rng), u(rng), u(rng)};
+    if (kind == 0 && i < 2000) x[0] = x[1] = x[2] = 0.5;        // thousands at one point
+    if (kind == 1 && i % 2 == 1)
+      for (int k = 0; k < 3; ++k) x[k] = p.pos(i - 1, k) + 1e-9;  // pairs 1e-9 apart
+    for (int k = 0; k < 3; ++k) {
+      p.pos(i, k) = x[k] + (kind == 2 ? 1e3 : 0.0);                // far from the origin
+      p.vel(i, k) = 0;
+    }
+    p.mass(i) = 1.0 / 3000;
+    p.id(i) = i + 1;
+  }
+  return to_device(p);
+}
+
+TEST_F(SolverTest, DegenerateInputsGiveFiniteAccurateForces) {
+  FMMConfig config;
+  config.softening_length = 1e-3;
+  for (int kind : {0, 1, 2}) {
+    Errors const e = compare(degenerate(world, kind), config);
+    EXPECT_TRUE(std::isfinite(e.force_l2)) << kind;
+    EXPECT_LE(e.force_l2, 3e-4) << kind;
+    EXPECT_LE(e.potential_l2, 3e-4) << kind;
+  }
+}
+
+TEST_F(SolverTest, RepeatedEvaluationIsBitIdenticalAndPaddingIsNaN) {
+  auto particles = make(ICKind::GaussianClumps, 10000);
+  ForceSolver solver(world, FMMConfig{});
+  solver.compute(particles);
+  auto const first = Kokkos::create_mirror(solver.acceleration());
+  Kokkos::deep_copy(first, solver.acceleration());
+  solver.compute(particles);
+  auto const second = Kokkos::create_mirror_view_and_copy(HostSpace(), solver.acceleration());
+  for (std::size_t i = 0; i < particles.num; ++i)
+    for (int k = 0; k < 3; ++k) ASSERT_EQ(first(i, k), second(i, k)) << i;
+  for (std::size_t i = particles.num; i < second.extent(0); ++i) EXPECT_TRUE(std::isnan(second(i, 0)));
+}
+
+TEST_F(SolverTest, DistributedResultEqualsSingleRankResult) {
+  // Everyone computes the whole set alone (MPI_COMM_SELF) and compares with its share of the
+  // distributed result, particle by particle (matched by id).
+  ICOptions options;
+  options.kind = ICKind::GaussianClumps;
+  options.n_total = 8000;
+  FMMConfig config;
+  config.precision = Precision::Double;
+  Context const self(MPI_COMM_SELF);
+  auto all = to_device(generate_initial_conditions(options, 0, 1, [](std::int64_t*, int) {}));
+  ForceSolver single(self, config);
+  single.compute(all);
+  auto const ids_single = Kokkos::create_mirror_view_and_copy(HostSpace(), all.id);
+  auto const acc_single = Kokkos::create_mirror_view_and_copy(HostSpace(), single.acceleration());
+  std::vector<std::size_t> where(options.n_total + 1);
+  for (std::size_t i = 0; i < all.num; ++i) where[ids_single(i)] = i;
+
+  auto mine = make(ICKind::GaussianClumps, 8000, options.seed);
+  ForceSolver distributed(world, config);
+  distributed.compute(mine);
+  auto const ids = Kokkos::create_mirror_view_and_copy(HostSpace(), mine.id);
+  auto const acc = Kokkos::create_mirror_view_and_copy(HostSpace(), distributed.acceleration());
+  for (std::size_t i = 0; i < mine.num; ++i) {
+    std::size_t const j = where[ids(i)];
+    double d2 = 0, r2 = 0;
+    for (int k = 0; k < 3; ++k) {
+      d2 += (acc(i, k) - acc_single(j, k)) * (acc(i, k) - acc_single(j, k));
+      r2 += acc_single(j, k) * acc_single(j, k);
+    }
+    ASSERT_LE(std::sqrt(d2 / r2), 1e-6) << "id " << ids(i);
+  }
+  EXPECT_EQ(distributed.stats().nodes, single.stats().nodes);
+  EXPECT_EQ(distributed.stats().m2l, single.stats().m2l);
+  EXPECT_EQ(distributed.stats().p2p_pairs, single.stats().p2p_pairs);
+}
+
+TEST_F(SolverTest, InvalidConfigurationsAreNamed) {
+  auto expect_error = [&](FMMConfig const& c, std::string const& text) {
+    try {
+      ForceSolver solver(world, c);
+      ADD_FAILURE() << "no error for " << text;
+    } catch (Error const& e) {
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+    }
+  };
+  FMMConfig c;
+  c.order = 9;
+  expect_error(c, "order = 9");
+  c = FMMConfig{};
+  c.theta = 0;
+  expect_error(c, "theta = 0");
+  c.theta = 1.5;
+  expect_error(c, "theta = 1.5");
+  c = FMMConfig{};
+  c.leaf_size = 0;
+  expect_error(c, "leaf_size = 0");
+  c = FMMConfig{};
+  c.softening_length = -1;
+  expect_error(c, "softening length = -1");
+}
+
+}  // namespace

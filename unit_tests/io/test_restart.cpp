@@ -1,0 +1,136 @@
+// A run stopped by SIGTERM and continued from its restart gives outputs bit-identical to an
+// uninterrupted run on the same ranks.
+#include <kfmm/comm/initial_conditions.hpp>
+#include <kfmm/core/error.hpp>
+#include <kfmm/io/restart.hpp>
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <map>
+
+namespace {
+
+using kfmm::SimulationEvent;
+using kfmm::SimulationState;
+
+/// A directory name that every rank agrees on, removed at the end.
+class SharedTemporaryDirectory {
+ public:
+  explicit SharedTemporaryDirectory(kfmm::Context const& context) : context_(context) {
+    long long pid = getpid();
+    MPI_Bcast(&pid, 1, MPI_LONG_LONG, 0, context.comm());
+    path_ = (std::filesystem::temp_directory_path() / ("kfmm_restart_test_" + std::to_string(pid))).string();
+  }
+  ~SharedTemporaryDirectory() {
+    MPI_Barrier(context_.comm());
+    if (context_.is_root()) std::filesystem::remove_all(path_);
+  }
+  std::string const& path() const { return path_; }
+
+ private:
+  kfmm::Context context_;
+  std::string path_;
+};
+
+/// Host copies of the state at every output, by output number.
+using Outputs = std::map<int, kfmm::Particles<kfmm::HostSpace>>;
+
+kfmm::Observer record_outputs(Outputs& outputs) {
+  return [&outputs](SimulationEvent event, SimulationState const& state) {
+    if (event == SimulationEvent::Output) outputs[state.output_number()] = kfmm::to_host(state.particles);
+  };
+}
+
+void expect_identical(kfmm::Particles<kfmm::HostSpace> const& a, kfmm::Particles<kfmm::HostSpace> const& b) {
+  ASSERT_EQ(a.num, b.num);
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < a.num; ++i) {
+    differ += a.id(i) != b.id(i) || a.mass(i) != b.mass(i);
+    for (int d = 0; d < 3; ++d) differ += a.pos(i, d) != b.pos(i, d) || a.vel(i, d) != b.vel(i, d);
+  }
+  EXPECT_EQ(differ, 0u);
+}
+
+class Restart : public testing::TestWithParam<kfmm::IntegratorKind> {};
+
+TEST_P(Restart, StoppedAndContinuedRunEqualsUninterruptedRun) {
+  kfmm::Context context;
+  SharedTemporaryDirectory directory(context);
+  std::string const restart_path = directory.path() + "/restart";
+  kfmm::ICOptions ic;
+  ic.kind = kfmm::ICKind::Plummer;
+  ic.n_total = 400;
+  auto const initial = kfmm::make_initial_conditions(context, ic);
+  kfmm::SimulationConfig config;
+  config.integrator = GetParam();
+  config.lattice = {1e-7, 1e-7};
+  config.schedule.output_times = {0.1, 0.2, 0.3};
+  config.schedule.steps_per_output = 5;
+  auto const forces = kfmm::direct_forces(context, kfmm::SofteningKind::Plummer, 0.05, 1.0);
+
+  Outputs uninterrupted;
+  auto particles = kfmm::to_device(initial);
+  ASSERT_EQ(kfmm::simulate(context, particles, config, forces, record_outputs(uninterrupted)),
+            kfmm::SimulationStatus::Finished);
+  ASSERT_EQ(uninterrupted.size(), 4u);
+
+  // Stop at step 7 (inside the second interval) by a SIGTERM on rank 0 only.
+  Outputs first_part;
+  auto const stop_at_step_7 = [&](SimulationEvent event, SimulationState const& state) {
+    if (event == SimulationEvent::Step && state.step == 7 && context.is_root()) std::raise(SIGTERM);
+  };
+  particles = kfmm::to_device(initial);
+  auto const stopped = kfmm::simulate(
+      context, particles, config, forces,
+      kfmm::combine({record_outputs(first_part), stop_at_step_7, kfmm::restart_observer(context, restart_path, config, 0)}));
+  ASSERT_EQ(stopped, kfmm::SimulationStatus::Stopped);
+  EXPECT_EQ(first_part.size(), 2u);  // outputs 0 and 1
+  ASSERT_TRUE(kfmm::restart_exists(context, restart_path));
+
+  auto state = kfmm::read_restart(context, restart_path, config);
+  EXPECT_EQ(state.step, 7);
+  Outputs second_part;
+  ASSERT_EQ(kfmm::simulate(context, state, config, forces, record_outputs(second_part)),
+            kfmm::SimulationStatus::Finished);
+  ASSERT_EQ(second_part.size(), 2u);
+  for (int k : {2, 3}) {
+    SCOPED_TRACE(k);
+    expect_identical(second_part.at(k), uninterrupted.at(k));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Integrators, Restart,
+                         testing::Values(kfmm::IntegratorKind::DKD, kfmm::IntegratorKind::KDK,
+                                         kfmm::IntegratorKind::LatticeDKD),
+                         [](auto const& info) { return kfmm::to_string(info.param); });
+
+TEST(Restart, RefusesAnotherIntegratorAndMissingFiles) {
+  kfmm::Context context;
+  SharedTemporaryDirectory directory(context);
+  std::string const restart_path = directory.path() + "/restart";
+  kfmm::SimulationConfig config;
+  EXPECT_FALSE(kfmm::restart_exists(context, restart_path));
+  try {
+    kfmm::read_restart(context, restart_path, config);
+    ADD_FAILURE() << "no error for a missing restart";
+  } catch (kfmm::Error const& e) {
+    EXPECT_NE(std::string(e.what()).find("no restart at"), std::string::npos) << e.what();
+  }
+  SimulationState state;
+  state.started = true;
+  state.time = 0.5;
+  state.particles = kfmm::Particles<kfmm::MemorySpace>(0);
+  kfmm::write_restart(context, restart_path, state, config);
+  config.integrator = kfmm::IntegratorKind::KDK;
+  try {
+    kfmm::read_restart(context, restart_path, config);
+    ADD_FAILURE() << "no error for another integrator";
+  } catch (kfmm::Error const& e) {
+    EXPECT_NE(std::string(e.what()).find("integrator"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace

@@ -1,0 +1,101 @@
+// Run files: defaults, the generated default file, and one message per kind of error.
+#include <kfmm/core/error.hpp>
+#include <kfmm/io/run_file.hpp>
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace {
+
+/// The message of the kfmm::Error that parsing `text` throws (fails the test if none).
+std::string error_of(std::string const& text) {
+  try {
+    kfmm::parse_run_text(text, "bad.yaml");
+  } catch (kfmm::Error const& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no error for:\n" << text;
+  return {};
+}
+
+void expect_contains(std::string const& message, std::initializer_list<char const*> parts) {
+  for (char const* part : parts) EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' not in: " << message;
+}
+
+TEST(RunFile, DefaultFileParsesToTheDefaults) {
+  auto const defaults = kfmm::parse_run_text("", "built-in default");
+  auto const from_file = kfmm::parse_run_text(kfmm::default_run_file(), "default.yaml");
+  EXPECT_EQ(defaults.ic.n_total, 200000u);
+  EXPECT_EQ(defaults.ic.kind, kfmm::ICKind::GaussianClumps);
+  EXPECT_EQ(defaults.simulation.integrator, kfmm::IntegratorKind::DKD);
+  EXPECT_EQ(from_file.ic.n_total, defaults.ic.n_total);
+  EXPECT_EQ(from_file.simulation.schedule.output_times, defaults.simulation.schedule.output_times);
+  EXPECT_EQ(from_file.simulation.schedule.steps_per_output, defaults.simulation.schedule.steps_per_output);
+  EXPECT_EQ(from_file.simulation.fmm.theta, defaults.simulation.fmm.theta);
+  EXPECT_EQ(from_file.simulation.output.directory, defaults.simulation.output.directory);
+  EXPECT_EQ(defaults.simulation.schedule.output_times.size(), 10u);
+  EXPECT_NE(kfmm::run_file_keys_markdown().find("| `ic.n` | int | `200000` |"), std::string::npos);
+}
+
+TEST(RunFile, ReadsSettings) {
+  auto const settings = kfmm::parse_run_text(R"(
+ic: {kind: plummer, n: 1000}
+integrator: {kind: kdk}
+time: {step_mode: fixed, dt: 0.01, end: 1.0, output_every: 25}
+force: {method: direct, softening: spline}
+units: {system: astro, length_in_kpc: 2}
+output: {layout: per-rank, precision: double}
+)",
+                                             "run.yaml");
+  EXPECT_EQ(settings.ic.kind, kfmm::ICKind::Plummer);
+  EXPECT_EQ(settings.ic.n_total, 1000u);
+  EXPECT_EQ(settings.simulation.integrator, kfmm::IntegratorKind::KDK);
+  EXPECT_EQ(settings.force_method, kfmm::ForceMethod::Direct);
+  EXPECT_EQ(settings.simulation.fmm.softening, kfmm::SofteningKind::Spline);
+  auto const& times = settings.simulation.schedule.output_times;
+  ASSERT_EQ(times.size(), 4u);
+  EXPECT_DOUBLE_EQ(times[0], 0.25);
+  EXPECT_EQ(times[3], 1.0);
+  EXPECT_EQ(settings.simulation.units.name, "astro");
+  EXPECT_DOUBLE_EQ(settings.simulation.fmm.G, settings.simulation.units.G);
+  EXPECT_EQ(settings.snapshot_options.layout, kfmm::FileLayout::FilePerRank);
+}
+
+TEST(RunFile, UnknownKeyNamesKeyFileAndLine) {
+  expect_contains(error_of("ic:\n  n: 100\n  nn: 5\n"), {"unknown key 'ic.nn'", "bad.yaml", "line 3"});
+  expect_contains(error_of("icc: {n: 100}\n"), {"unknown key 'icc'", "line 1"});
+}
+
+TEST(RunFile, WrongTypeNamesKeyAndValue) {
+  expect_contains(error_of("ic:\n  n: many\n"), {"'ic.n'", "integer", "'many'", "bad.yaml", "line 2"});
+  expect_contains(error_of("ic:\n  n: 1.5\n"), {"'ic.n'", "integer"});
+  expect_contains(error_of("output:\n  snapshots: sometimes\n"), {"'output.snapshots'", "true or false"});
+  expect_contains(error_of("time:\n  output_times: 3\n"), {"'time.output_times'", "list"});
+  expect_contains(error_of("ic: 5\n"), {"'ic' must be a section"});
+  expect_contains(error_of("integrator: {kind: rk4}\n"), {"'integrator.kind'", "rk4", "dkd|kdk|lattice_dkd"});
+}
+
+TEST(RunFile, MissingRequiredKey) {
+  expect_contains(error_of("ic: {kind: file}\n"), {"missing required key 'ic.file'", "bad.yaml"});
+  expect_contains(error_of("time: {step_mode: fixed}\n"), {"missing required key 'time.dt'"});
+}
+
+TEST(RunFile, OutOfRangeValues) {
+  expect_contains(error_of("force:\n  order: 12\n"), {"'force.order' = 12", "out of range", "line 2"});
+  expect_contains(error_of("force: {theta: -1}\n"), {"'force.theta'", "out of range"});
+  expect_contains(error_of("time: {output_times: [1, 0.5]}\n"), {"'time.output_times'", "increasing"});
+  expect_contains(error_of("time: {start: 2, end: 1}\n"), {"'time.end'", "later than time.start"});
+}
+
+TEST(RunFile, MissingFileAndBadYaml) {
+  expect_contains(error_of("ic: [1, 2\n"), {"bad.yaml", "not valid YAML"});
+  try {
+    kfmm::read_run_file("/nonexistent/run.yaml");
+    ADD_FAILURE();
+  } catch (kfmm::Error const& e) {
+    expect_contains(e.what(), {"/nonexistent/run.yaml"});
+  }
+}
+
+}  // namespace
