@@ -61,8 +61,19 @@ Observer snapshot_observer(Context const& context, RunSettings const& settings) 
     fields.acceleration = Vec3View<double, HostSpace>("kfmm::app::run::acceleration", host.num);
     Kokkos::deep_copy(fields.potential, Kokkos::subview(state.potential, valid));
     Kokkos::deep_copy(fields.acceleration, Kokkos::subview(state.acceleration, valid, Kokkos::ALL));
-    write_particles(context, snapshot_path(output.directory, state.output_number(), settings.snapshot_options.layout),
-                    host, snapshot_header(settings, context, state.time), settings.snapshot_options, &fields);
+    auto const& options = settings.snapshot_options;
+    std::string const path = snapshot_path(output.directory, state.output_number(), options.layout);
+    auto const start = Clock::now();
+    write_particles(context, path, host, snapshot_header(settings, context, state.time), options, &fields);
+    double const seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    if (context.is_root()) {
+      // Payload: coordinates, velocities, accelerations, masses and potentials in the stored
+      // precision plus 8-byte ids, for every particle.
+      double const value_bytes = options.precision == Precision::Double ? 8 : 4;
+      double const megabytes = static_cast<double>(state.particles.num_total) * (11 * value_bytes + 8) / 1e6;
+      fmt::print("  wrote {} ({:.1f} MB of particle data, compression {}) in {:.2f} s: {:.0f} MB/s\n", path, megabytes,
+                 options.compression, seconds, seconds > 0 ? megabytes / seconds : 0.0);
+    }
   };
 }
 
@@ -86,23 +97,32 @@ Observer progress_observer(Context const& context, SimulationConfig const& confi
   };
 }
 
-void print_summary(Context const& context, SimulationState const& state, double redistribution, double elapsed,
+/// The end-of-run report: time per step and per phase (mean over ranks) and the share of the
+/// run spent outside the force calculation.
+void print_summary(Context const& context, SimulationState const& state, double domain, double setup, double elapsed,
                    long long steps, SimulationStatus status) {
-  double local[4] = {state.times.force, redistribution, state.times.integration, state.times.output};
-  double slowest[4];
-  MPI_Reduce(local, slowest, 4, MPI_DOUBLE, MPI_MAX, 0, context.comm());
+  double local[4] = {state.times.force, domain, state.times.integration, state.times.output};
+  double mean[4];
+  MPI_Reduce(local, mean, 4, MPI_DOUBLE, MPI_SUM, 0, context.comm());
   if (!context.is_root()) return;
-  fmt::print("\n{} after {} steps at t = {:.6g} in {:.2f} s ({:.3e} particle steps/s)\n",
+  for (double& t : mean) t /= context.size();
+  auto const share = [elapsed](double t) { return elapsed > 0 ? 100 * t / elapsed : 0.0; };
+  double const per_step = steps > 0 ? elapsed / static_cast<double>(steps) : 0.0;
+  fmt::print("\n{} after {} steps at t = {:.6g} in {:.2f} s: {:.3f} s per step, {:.3e} particle steps/s\n",
              status == SimulationStatus::Finished ? "finished" : "stopped (restart written)", steps, state.time, elapsed,
-             elapsed > 0 ? static_cast<double>(steps) * static_cast<double>(state.particles.num_total) / elapsed : 0.0);
-  fmt::print("time per phase (slowest rank): force {:.2f} s (of which redistribution {:.2f} s), integration {:.2f} s, "
-             "I/O {:.2f} s\n",
-             slowest[0], slowest[1], slowest[2], slowest[3]);
+             per_step, per_step > 0 ? static_cast<double>(state.particles.num_total) / per_step : 0.0);
+  fmt::print("time per phase (mean over ranks; setup before the run {:.2f} s):\n", setup);
+  fmt::print("  force        {:8.2f} s {:5.1f} %  of which domain decomposition {:.2f} s ({:.1f} %)\n", mean[0],
+             share(mean[0]), mean[1], share(mean[1]));
+  fmt::print("  integration  {:8.2f} s {:5.1f} %  drifts, kicks, diagnostics\n", mean[2], share(mean[2]));
+  fmt::print("  I/O          {:8.2f} s {:5.1f} %  snapshots, restarts, logs\n", mean[3], share(mean[3]));
+  fmt::print("  outside the force calculation: {:.1f} % of the run\n", share(elapsed - mean[0]));
   fmt::print("relative energy error at the end: {:+.3e}\n", state.diagnostics.energy_error);
 }
 
 void run(Environment& environment, RunOptions const& options) {
   Context const& context = environment.world();
+  auto const setup_start = Clock::now();
   if (options.print_default || options.print_keys_markdown) {
     if (context.is_root()) fmt::print("{}", options.print_default ? default_run_file() : run_file_keys_markdown());
     return;
@@ -135,14 +155,14 @@ void run(Environment& environment, RunOptions const& options) {
 
   std::optional<ForceSolver> solver;
   ForceFunction forces;
-  double redistribution = 0;
+  double domain = 0;
   if (settings.force_method == ForceMethod::FMM) {
     solver.emplace(context, config.fmm);
-    forces = [&solver, &redistribution, fmm = fmm_forces(*solver)](Particles<MemorySpace>& particles,
+    forces = [&solver, &domain, fmm = fmm_forces(*solver)](Particles<MemorySpace>& particles,
                                                                    ScalarView<double>& potential,
                                                                    Vec3View<double>& acceleration) {
       fmm(particles, potential, acceleration);
-      redistribution += solver->stats().seconds("domain");
+      domain += solver->stats().seconds("domain");
     };
   } else {
     forces = direct_forces(context, config.fmm.softening, config.fmm.softening_length, config.fmm.G);
@@ -158,9 +178,10 @@ void run(Environment& environment, RunOptions const& options) {
 
   long long const first_step = state.step;
   auto const start = Clock::now();
+  double const setup = std::chrono::duration<double>(start - setup_start).count();
   SimulationStatus const status = simulate(context, state, config, forces, combine(std::move(observers)));
   double const elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  print_summary(context, state, redistribution, elapsed, state.step - first_step, status);
+  print_summary(context, state, domain, setup, elapsed, state.step - first_step, status);
 }
 
 }  // namespace
@@ -168,7 +189,7 @@ void run(Environment& environment, RunOptions const& options) {
 void add_run_command(CLI::App& app, Environment& environment) {
   auto options = std::make_shared<RunOptions>();
   auto* command = app.add_subcommand("run", "Integrate an N-body system in time (YAML run file; none: the built-in "
-                                            "default run, 2e5 particles in 20 Gaussian clumps)");
+                                            "default run: 1e5 particles in 20 Gaussian clumps)");
   command->add_option("run_file", options->run_file, "YAML run file (`kfmm run --print-default` shows every key)");
   command->add_option("-o,--output", options->output_directory, "output directory (overrides output.directory)");
   command->add_flag("--restart", options->restart, "continue from the restart in the output directory");

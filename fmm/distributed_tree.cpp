@@ -390,7 +390,12 @@ int DistributedTree::assemble_top_tree(ExecutionSpace const& space, Context cons
   }
   // Geometry and multipoles of the shared cells from their children, deepest first.
   std::vector<std::pair<int, int>> by_level;  // (level, node)
-  for (std::uint64_t c : shared) by_level.emplace_back(code_level(c), top_index.at(c));
+  std::unordered_map<int, std::uint64_t> shared_code;
+  for (std::uint64_t c : shared) {
+    by_level.emplace_back(code_level(c), top_index.at(c));
+    shared_code[top_index.at(c)] = c;
+  }
+  auto code_of = [&](int node) { return shared_code.at(node); };
   std::sort(by_level.begin(), by_level.end(), std::greater<>());
   ScalarView<int> list("kfmm::distributed::shared_nodes", by_level.size());
   auto list_host = Kokkos::create_mirror_view(list);
@@ -399,19 +404,35 @@ int DistributedTree::assemble_top_tree(ExecutionSpace const& space, Context cons
     while (j < by_level.size() && by_level[j].first == by_level[i].first) ++j;
     for (std::size_t k = i; k < j; ++k) list_host(k - i) = by_level[k].second;
     Kokkos::deep_copy(space, list, list_host);
-    int const count = static_cast<int>(j - i);
-    update_inner_node_geometry(space, tree, list, count, centre_kind, cube, geometry);
-    pass.upward_nodes(space, tree, geometry, list, count);
+    int const level_count = static_cast<int>(j - i);
+    update_inner_node_geometry(space, tree, list, level_count, centre_kind, cube, geometry);
+    pass.upward_nodes(space, tree, geometry, list, level_count);
     i = j;
   }
-  // Shared cells with no particles here are not targets.
-  if (!missing.codes.empty()) {
+  // Mark the shared cells; those with no particles here are not targets. The lowest rank with
+  // particles in a shared cell counts its interactions in the statistics.
+  int const count = static_cast<int>(by_level.size());
+  for (int i = 0; i < count; ++i) list_host(i) = by_level[i].second;
+  Kokkos::deep_copy(space, list, list_host);
+  std::vector<int> present(count), counter(count);
+  for (int i = 0; i < count; ++i) present[i] = local_index_.count(code_of(by_level[i].second)) ? context.rank() : context.size();
+  MPI_Allreduce(present.data(), counter.data(), count, MPI_INT, MPI_MIN, context.comm());
+  ScalarView<int> counted("kfmm::distributed::counted", count);
+  {
+    auto counted_host = Kokkos::create_mirror_view(counted);
+    for (int i = 0; i < count; ++i) counted_host(i) = counter[i] == context.rank() ? int(node_counted) : 0;
+    Kokkos::deep_copy(space, counted, counted_host);
+  }
+  {
     auto flags = geometry.flags;
     int const first = missing_first;
+    int const last = missing_first + static_cast<int>(missing.size());
     Kokkos::parallel_for(
-        "kfmm::distributed::mark_remote_shared",
-        Kokkos::RangePolicy<ExecutionSpace>(space, first, first + static_cast<int>(missing.size())),
-        KOKKOS_LAMBDA(int node) { flags(node) |= node_remote; });
+        "kfmm::distributed::mark_shared", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count),
+        KOKKOS_LAMBDA(int i) {
+          int const node = list(i);
+          flags(node) |= node_shared | counted(i) | (node >= first && node < last ? int(node_remote) : 0);
+        });
   }
   imported_nodes_ = 0;
   return top_index.count(1) ? top_index.at(1) : 0;

@@ -39,6 +39,7 @@ struct WalkView {
   Vec3View<double> centre;
   ScalarView<double> radius;
   double theta;
+  double kernel_reach;  // pairs closer than this (the spline's support h) are never expanded
 
   KOKKOS_INLINE_FUNCTION int num_children(int node) const {
     return (flags(node) & node_leaf) ? 1 : cend(node) - cbegin(node);
@@ -52,7 +53,10 @@ struct WalkView {
       double d2 = 0;
       for (int k = 0; k < 3; ++k) d2 += (centre(a, k) - centre(b, k)) * (centre(a, k) - centre(b, k));
       double const r = radius(a) + radius(b);
-      if (r * r < theta * theta * d2) return pair_m2l;
+      // The spline kernel is piecewise: its Taylor series only converges for pairs whose
+      // every distance lies beyond the softening support.
+      bool const beyond_reach = kernel_reach == 0.0 || compat::math::sqrt(d2) - r >= kernel_reach;
+      if (r * r < theta * theta * d2 && beyond_reach) return pair_m2l;
     }
     if ((flags(a) & node_leaf) && (flags(b) & node_leaf)) return pair_p2p;
     return pair_open;
@@ -62,7 +66,7 @@ struct WalkView {
 }  // namespace
 
 void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry, double theta,
-                       int root, PairLists& m2l, PairLists& p2p, ImportChildren const& import_children) {
+                       double kernel_reach, int root, PairLists& m2l, PairLists& p2p, ImportChildren const& import_children) {
   PairLists* out[3] = {&m2l, &p2p, nullptr};
   for (int l = 0; l < 2; ++l) {
     out[l]->segment_begin.assign(1, 0);
@@ -92,7 +96,7 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
     bool const more = import_children ? import_children(open->source, open->num_entries) : open->num_groups > 0;
     if (!more) break;
     WalkView const w{tree.child_begin, tree.child_end, tree.child_index, geometry.flags,
-                     geometry.centre,  geometry.radius, theta};
+                     geometry.centre,  geometry.radius, theta,             kernel_reach};
     int const groups = open->num_groups;
     int const slots = groups * max_children;
     for (auto& c : counts_) grow(c, slots + 1);

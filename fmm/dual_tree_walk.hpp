@@ -37,8 +37,10 @@ class DualTreeWalk {
   /// opened. It returns whether any rank still has pairs to open (the walk is collective).
   using ImportChildren = std::function<bool(ScalarView<int> const& sources, int count)>;
 
-  void run(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry, double theta, int root,
-           PairLists& m2l, PairLists& p2p, ImportChildren const& import_children = {});
+  /// `kernel_reach` > 0 (the spline's support 2.8 ε) keeps pairs that may come closer than it
+  /// out of M2L, where the piecewise kernel's expansion would not converge.
+  void run(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry, double theta,
+           double kernel_reach, int root, PairLists& m2l, PairLists& p2p, ImportChildren const& import_children = {});
 
  private:
   PairLists open_[2];

@@ -48,48 +48,77 @@ KOKKOS_INLINE_FUNCTION void m2m(Real const* M_child, Real s_child, Real dx, Real
   });
 }
 
-/// \brief M2L: accumulates into the local expansion of a target node (centre c_t, scale
-/// s_target) the field of a source multipole (centre c_s, scale s_source);
-/// (dx, dy, dz) = c_t − c_s, unscaled; h = softening length of the kernel (ε for Plummer,
-/// 2.8 ε for the spline).
+/// \brief Number of sources m2l_lanes() handles at once in the passes: one 64-byte SIMD vector
+/// of Real (AVX-512), so the lane loops vectorise across sources.
+template <class Real>
+inline constexpr int m2l_width = 64 / int(sizeof(Real));
+
+/// \brief M2L for up to W sources into one target, each source in its own lane: accumulates
+/// into lane w of the target's local expansion, L_lanes[k·W + w], the field of source w < count
+/// (multipole M_sources[w], scale s_sources[w], offset (dx, dy, dz)[w] = c_t − c_s). Lanes
+/// w ≥ count are left unchanged. The caller sums the lanes of L_lanes over w once at the end, so
+/// the cross-lane reduction is paid per target rather than per source.
 ///
 /// L_k = (1/k!) Σ_{|n| ≤ P−|k|} (−1)^{|n|} ∂^{k+n}K(c_t − c_s) M_n. The kernel derivatives are
 /// taken at (c_t − c_s)/ρ with ρ = max(|dx|, |dy|, |dz|, s_source, s_target), using
 /// ∂^α K_h(R) = ρ^{−1−|α|} ∂^α K_{h/ρ}(R/ρ), so every intermediate stays O(1).
+template <SofteningKind kind, int P, class Real, int W>
+KOKKOS_INLINE_FUNCTION void m2l_lanes(int count, Real const* const* M_sources, Real const* s_sources, Real const* dx,
+                                      Real const* dy, Real const* dz, Real h, Real s_target, Real* L_lanes) {
+  using compat::math::fabs;
+  using compat::math::max;
+  constexpr int N = ncoeff<P>;
+  Real x[W], y[W], z[W], h_scaled[W];
+  Real source_factor[(P + 1) * W];  // (−s_source/ρ)^d
+  Real target_factor[(P + 1) * W];  // (s_target/ρ)^d / ρ
+  for (int l = 0; l < W; ++l) {
+    bool const live = l < count;  // idle lanes compute a harmless unit offset and add nothing
+    Real const ex = live ? dx[l] : Real(1), ey = live ? dy[l] : Real(0), ez = live ? dz[l] : Real(0);
+    Real const s_source = live ? s_sources[l] : Real(1);
+    Real const rho = max(max(max(fabs(ex), fabs(ey)), fabs(ez)), max(s_source, s_target));
+    Real const inv_rho = Real(1) / rho;
+    x[l] = ex * inv_rho;
+    y[l] = ey * inv_rho;
+    z[l] = ez * inv_rho;
+    h_scaled[l] = h * inv_rho;
+    source_factor[l] = Real(1);
+    target_factor[l] = inv_rho;
+    for (int d = 1; d <= P; ++d) {
+      source_factor[d * W + l] = source_factor[(d - 1) * W + l] * (-s_source * inv_rho);
+      target_factor[d * W + l] = target_factor[(d - 1) * W + l] * (s_target * inv_rho);
+    }
+  }
+  Real D[N * W];
+  kernel_derivatives_lanes<kind, P, Real, W>(x, y, z, h_scaled, D);
+
+  Real a[N * W];  // M_n (−s_source/ρ)^|n|, lane-major
+  for (int n = 0; n < N; ++n) {
+    Real const* factor = source_factor + multi_index_table<P>.degree[n] * W;
+    for (int l = 0; l < W; ++l) a[n * W + l] = l < count ? M_sources[l][n] * factor[l] : Real(0);
+  }
+  constexpr auto const& pairs = index_pair_table<P>;
+  for (int k = 0; k < N; ++k) {
+    Real acc[W] = {};
+    for (int p = pairs.k_begin[k]; p < pairs.k_begin[k + 1]; ++p) {
+      Real const* derivative = D + pairs.sum[p] * W;
+      Real const* moment = a + pairs.n[p] * W;
+      for (int l = 0; l < W; ++l) acc[l] += derivative[l] * moment[l];
+    }
+    Real const inv_factorial = Real(multi_index_table<P>.inv_factorial[k]);
+    Real const* factor = target_factor + multi_index_table<P>.degree[k] * W;
+    for (int l = 0; l < W; ++l)
+      if (l < count) L_lanes[k * W + l] += acc[l] * (factor[l] * inv_factorial);
+  }
+}
+
+/// \brief M2L: accumulates into the local expansion of a target node (centre c_t, scale
+/// s_target) the field of a source multipole (centre c_s, scale s_source);
+/// (dx, dy, dz) = c_t − c_s, unscaled; h = softening length of the kernel (ε for Plummer,
+/// 2.8 ε for the spline). One lane of m2l_lanes().
 template <SofteningKind kind, int P, class Real>
 KOKKOS_INLINE_FUNCTION void m2l(Real const* M_source, Real s_source, Real dx, Real dy, Real dz, Real h,
                                 Real s_target, Real* L_target) {
-  using compat::math::fabs;
-  using compat::math::max;
-  Real const rho = max(max(max(fabs(dx), fabs(dy)), fabs(dz)), max(s_source, s_target));
-  Real const inv_rho = Real(1) / rho;
-  Real D[ncoeff<P>];
-  kernel_derivatives<kind, P>(dx * inv_rho, dy * inv_rho, dz * inv_rho, h * inv_rho, D);
-
-  Real source_factor[P + 1];  // (−s_source/ρ)^|n|
-  powers<P>(-s_source * inv_rho, source_factor);
-  Real target_factor[P + 1];  // (s_target/ρ)^|k| / ρ
-  target_factor[0] = inv_rho;
-  for (int d = 1; d <= P; ++d) target_factor[d] = target_factor[d - 1] * (s_target * inv_rho);
-
-  Real a[ncoeff<P>];
-  static_for<ncoeff<P>>([&](auto I) {
-    constexpr int n = decltype(I)::value;
-    constexpr int degree = multi_index_table<P>.degree[n];
-    a[n] = M_source[n] * source_factor[degree];
-  });
-  Real acc[ncoeff<P>] = {};
-  static_for<index_pair_table<P>.size>([&](auto I) {
-    constexpr int i = decltype(I)::value;
-    constexpr int k = index_pair_table<P>.k[i], n = index_pair_table<P>.n[i], sum = index_pair_table<P>.sum[i];
-    acc[k] += D[sum] * a[n];
-  });
-  static_for<ncoeff<P>>([&](auto I) {
-    constexpr int k = decltype(I)::value;
-    constexpr double inv_factorial = multi_index_table<P>.inv_factorial[k];
-    constexpr int degree = multi_index_table<P>.degree[k];
-    L_target[k] += acc[k] * (target_factor[degree] * Real(inv_factorial));
-  });
+  m2l_lanes<kind, P, Real, 1>(1, &M_source, &s_source, &dx, &dy, &dz, h, s_target, L_target);
 }
 
 /// \brief L2L: accumulates a parent's local expansion (scale s_parent) into a child's (scale

@@ -138,16 +138,33 @@ class ExpansionPassImpl final : public ExpansionPass {
           Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, lists.segment_begin[s],
                                                                                   lists.segment_begin[s + 1]),
           KOKKOS_LAMBDA(int g) {
+            // Sources go through m2l_lanes W at a time, one per SIMD lane; the lanes of the
+            // local expansion are summed in a fixed order at the end (deterministic).
+            constexpr int W = m2l_width<Real>;
             int const a = target(g);
-            Real acc[N];
-            for (int n = 0; n < N; ++n) acc[n] = L(a, n);
             Real const sa = Real(scale(a));
+            Real lanes[N * W] = {};
+            Real const* moments[W];
+            Real source_scale[W], dx[W], dy[W], dz[W];
+            int count = 0;
             for (int e = offset(g); e < offset(g + 1); ++e) {
               int const b = source(e);
-              m2l<kind, P, Real>(&M(b, 0), Real(scale(b)), Real(centre(a, 0) - centre(b, 0)),
-                                 Real(centre(a, 1) - centre(b, 1)), Real(centre(a, 2) - centre(b, 2)), h, sa, acc);
+              moments[count] = &M(b, 0);
+              source_scale[count] = Real(scale(b));
+              dx[count] = Real(centre(a, 0) - centre(b, 0));
+              dy[count] = Real(centre(a, 1) - centre(b, 1));
+              dz[count] = Real(centre(a, 2) - centre(b, 2));
+              if (++count == W) {
+                m2l_lanes<kind, P, Real, W>(W, moments, source_scale, dx, dy, dz, h, sa, lanes);
+                count = 0;
+              }
             }
-            for (int n = 0; n < N; ++n) L(a, n) = acc[n];
+            if (count > 0) m2l_lanes<kind, P, Real, W>(count, moments, source_scale, dx, dy, dz, h, sa, lanes);
+            for (int n = 0; n < N; ++n) {
+              Real sum = L(a, n);
+              for (int l = 0; l < W; ++l) sum += lanes[n * W + l];
+              L(a, n) = sum;
+            }
           });
     }
   }

@@ -107,6 +107,33 @@ KOKKOS_INLINE_FUNCTION void radial_derivatives(Real s, Real h, Real* g) {
     if (!compat::math::isfinite(g[m])) g[m] = Real(0);
 }
 
+/// \brief radial_derivatives() for W points at once: g[m·W + w] for s_w, h_w. The Newtonian form
+/// (Plummer everywhere, the spline outside h) runs as vector loops over the lanes; lanes inside
+/// the spline's softening length take the scalar piecewise path.
+template <SofteningKind kind, int M, class Real, int W>
+KOKKOS_INLINE_FUNCTION void radial_derivatives_lanes(Real const* s, Real const* h, Real* g) {
+  Real inv[W];
+  for (int l = 0; l < W; ++l) {
+    Real const g0 = compat::math::rsqrt(kind == SofteningKind::Plummer ? s[l] + h[l] * h[l] : s[l]);
+    g[l] = g0;
+    inv[l] = g0 * g0;
+  }
+  for (int m = 1; m <= M; ++m) {  // g_m = −(2m−1) g_{m−1} inv
+    Real const c = Real(-(2 * m - 1));
+    for (int l = 0; l < W; ++l) g[m * W + l] = g[(m - 1) * W + l] * (c * inv[l]);
+  }
+  if constexpr (kind == SofteningKind::Spline) {
+    for (int l = 0; l < W; ++l)
+      if (s[l] < h[l] * h[l]) {
+        Real inside[M + 1];
+        radial_derivatives<kind, M>(s[l], h[l], inside);
+        for (int m = 0; m <= M; ++m) g[m * W + l] = inside[m];
+      }
+  }
+  for (int i = 0; i < (M + 1) * W; ++i)
+    if (!compat::math::isfinite(g[i])) g[i] = Real(0);
+}
+
 /// \brief The terms of ∂^α f(|x|²) = Σ coefficient · x^β · g_m, sorted by α.
 template <int P>
 struct DerivativeTermTable {
@@ -122,6 +149,7 @@ struct DerivativeTermTable {
   int beta[size] = {};
   int m[size] = {};
   double coefficient[size] = {};
+  int alpha_begin[ncoeff<P> + 1] = {};  ///< terms of α are [alpha_begin[α], alpha_begin[α + 1])
 
   constexpr DerivativeTermTable() {
     constexpr MultiIndexTable<P> t{};
@@ -140,6 +168,7 @@ struct DerivativeTermTable {
             coefficient[p] = c_half(a, i) * c_half(b, j) * c_half(c, l);
             ++p;
           }
+      alpha_begin[k + 1] = p;
     }
   }
 };
@@ -147,33 +176,44 @@ struct DerivativeTermTable {
 template <int P>
 inline constexpr DerivativeTermTable<P> derivative_term_table{};
 
-/// \brief Cartesian derivatives from radial ones: D[α] = ∂^α f(|x|²) for |α| ≤ P, given
-/// g_m = 2^m f^{(m)}(|x|²), m = 0 … P. D is in the graded layout of multi_index.hpp.
-template <int P, class Real>
-KOKKOS_FORCEINLINE_FUNCTION void cartesian_derivatives(Real x, Real y, Real z, Real const* g, Real* D) {
-  Real mono[ncoeff<P>];
-  monomials<P, false>(x, y, z, mono);
-  for (int i = 0; i < ncoeff<P>; ++i) D[i] = Real(0);
-  static_for<DerivativeTermTable<P>::size>([&](auto Tc) {
-    constexpr int t = decltype(Tc)::value;
-    constexpr int alpha = derivative_term_table<P>.alpha[t];
-    constexpr int beta = derivative_term_table<P>.beta[t];
-    constexpr int m = derivative_term_table<P>.m[t];
-    constexpr double coefficient = derivative_term_table<P>.coefficient[t];
-    if constexpr (coefficient == 1.0)
-      D[alpha] += mono[beta] * g[m];
-    else
-      D[alpha] += Real(coefficient) * mono[beta] * g[m];
-  });
+/// \brief Cartesian derivatives from radial ones, for W points at once (lanes):
+/// D[α·W + w] = ∂^α f(|x_w|²) for |α| ≤ P, given g[m·W + w] = 2^m f^{(m)}(|x_w|²), m = 0 … P.
+/// α runs in the graded layout of multi_index.hpp.
+template <int P, class Real, int W>
+KOKKOS_INLINE_FUNCTION void cartesian_derivatives_lanes(Real const* x, Real const* y, Real const* z, Real const* g,
+                                                        Real* D) {
+  constexpr auto const& terms = derivative_term_table<P>;
+  Real mono[ncoeff<P> * W];
+  monomials_lanes<P, false, Real, W>(x, y, z, mono);
+  for (int alpha = 0; alpha < ncoeff<P>; ++alpha) {
+    Real sum[W] = {};
+    for (int t = terms.alpha_begin[alpha]; t < terms.alpha_begin[alpha + 1]; ++t) {
+      Real const* monomial = mono + terms.beta[t] * W;
+      Real const* radial = g + terms.m[t] * W;
+      Real const coefficient = Real(terms.coefficient[t]);
+      for (int l = 0; l < W; ++l) sum[l] += coefficient * monomial[l] * radial[l];
+    }
+    for (int l = 0; l < W; ++l) D[alpha * W + l] = sum[l];
+  }
+}
+
+/// \brief kernel_derivatives() for W points at once: D[α·W + w] = ∂^α K(|x_w|) with softening
+/// length h_w.
+template <SofteningKind kind, int P, class Real, int W>
+KOKKOS_INLINE_FUNCTION void kernel_derivatives_lanes(Real const* x, Real const* y, Real const* z, Real const* h,
+                                                     Real* D) {
+  Real s[W];
+  for (int l = 0; l < W; ++l) s[l] = x[l] * x[l] + y[l] * y[l] + z[l] * z[l];
+  Real g[(P + 1) * W];
+  radial_derivatives_lanes<kind, P, Real, W>(s, h, g);
+  cartesian_derivatives_lanes<P, Real, W>(x, y, z, g, D);
 }
 
 /// \brief D[α] = ∂^α K(|x|) for |α| ≤ P: the derivative tensor of the softened kernel of kind
 /// `kind` with softening length h (ε for Plummer, 2.8 ε for the spline) at x.
 template <SofteningKind kind, int P, class Real>
 KOKKOS_INLINE_FUNCTION void kernel_derivatives(Real x, Real y, Real z, Real h, Real* D) {
-  Real g[P + 1];
-  radial_derivatives<kind, P>(x * x + y * y + z * z, h, g);
-  cartesian_derivatives<P>(x, y, z, g, D);
+  kernel_derivatives_lanes<kind, P, Real, 1>(&x, &y, &z, &h, D);
 }
 
 }  // namespace kfmm

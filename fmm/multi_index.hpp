@@ -76,6 +76,7 @@ struct IndexPairTable {
   int n[size] = {};
   int sum[size] = {};          ///< flat index of k + n
   double binomial[size] = {};  ///< Π_i C(k_i + n_i, k_i)
+  int k_begin[ncoeff<P> + 1] = {};  ///< pairs of k are [k_begin[k], k_begin[k + 1]) (sorted by k, then n)
 
   constexpr IndexPairTable() {
     constexpr MultiIndexTable<P> t{};
@@ -94,6 +95,7 @@ struct IndexPairTable {
         sum[p] = flat_index(s[0], s[1], s[2]);
         binomial[p] = c;
         ++p;
+        k_begin[i + 1] = p;
       }
   }
 };
@@ -131,6 +133,25 @@ KOKKOS_FORCEINLINE_FUNCTION void monomials(Real ux, Real uy, Real uz, Real* w) {
       w[i] = w[parent] * u[axis];
     }
   });
+}
+
+/// \brief monomials() for W independent points at once (lanes): u[n·W + w] = u_w^n (/ n!).
+/// Plain loops over the index table, the lane loop innermost so that it vectorises.
+template <int P, bool with_factorial, class Real, int W>
+KOKKOS_INLINE_FUNCTION void monomials_lanes(Real const* ux, Real const* uy, Real const* uz, Real* w) {
+  for (int l = 0; l < W; ++l) w[l] = Real(1);
+  for (int i = 1; i < ncoeff<P>; ++i) {
+    int const axis = multi_index_table<P>.axis[i];
+    Real const* u = axis == 0 ? ux : (axis == 1 ? uy : uz);
+    Real const* parent = w + multi_index_table<P>.parent[i] * W;
+    Real* out = w + i * W;
+    if constexpr (with_factorial) {
+      Real const inv = Real(multi_index_table<P>.inv_exp[i]);
+      for (int l = 0; l < W; ++l) out[l] = parent[l] * (u[l] * inv);
+    } else {
+      for (int l = 0; l < W; ++l) out[l] = parent[l] * u[l];
+    }
+  }
 }
 
 /// \brief q^0 … q^P.

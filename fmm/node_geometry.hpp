@@ -14,6 +14,8 @@ enum NodeFlag : int {
   node_leaf = 1,      ///< no children (a global leaf)
   node_remote = 2,    ///< owned by another rank: a source only, never a target
   node_unopened = 4,  ///< remote node whose children have not been imported yet
+  node_shared = 8,    ///< cell cut by a rank boundary: replicated, its M2L done on every rank
+  node_counted = 16,  ///< shared cell whose interactions this rank counts in the statistics
 };
 
 /// \brief Geometry of every node of a Tree (same indexing), computed bottom-up.

@@ -15,22 +15,23 @@ struct NearFieldScratch {
   Kokkos::View<Real* [4], Kokkos::LayoutLeft, MemorySpace> xm{"kfmm::fmm::p2p::xm", 0};  ///< x, y, z (relative), m
 };
 
-/// \brief One target particle against one source leaf: accumulates Φ = Σ m K and ∇Φ.
-/// `skip` is the index of the target itself within the source leaf (−1 if not there).
+/// \brief One target particle against `count` gathered sources (positions relative to the
+/// target leaf's centre): accumulates Φ = Σ m K and ∇Φ. `self` is the index of the target itself
+/// among the sources (−1 if absent). A plain loop over contiguous arrays, so that it vectorises.
 template <SofteningKind kind, class Real>
-KOKKOS_INLINE_FUNCTION void p2p_leaf(Real const* KOKKOS_RESTRICT x, Real const* KOKKOS_RESTRICT y,
-                                     Real const* KOKKOS_RESTRICT z, Real const* KOKKOS_RESTRICT m, int begin, int end,
-                                     int skip, Real xi, Real yi, Real zi, Real h, Real& phi, Real& gx, Real& gy,
-                                     Real& gz) {
+KOKKOS_INLINE_FUNCTION void p2p_sources(Real const* KOKKOS_RESTRICT x, Real const* KOKKOS_RESTRICT y,
+                                        Real const* KOKKOS_RESTRICT z, Real const* KOKKOS_RESTRICT m, int count,
+                                        int self, Real xi, Real yi, Real zi, Real h, Real& phi, Real& gx, Real& gy,
+                                        Real& gz) {
   Real p = 0, ax = 0, ay = 0, az = 0;
 #if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
 #pragma GCC ivdep
 #endif
-  for (int j = begin; j < end; ++j) {
+  for (int j = 0; j < count; ++j) {
     Real const dx = xi - x[j], dy = yi - y[j], dz = zi - z[j];
     Real const r2 = dx * dx + dy * dy + dz * dz;
     // The target itself and unsoftened coincident pairs contribute nothing.
-    bool const excluded = j == skip || r2 + h * h == Real(0);
+    bool const excluded = j == self || r2 + h * h == Real(0);
     Real K, F;
     pair_kernel<kind, Real>(excluded ? Real(1) : r2, h, K, F);
     Real const w = excluded ? Real(0) : m[j];
@@ -48,7 +49,9 @@ KOKKOS_INLINE_FUNCTION void p2p_leaf(Real const* KOKKOS_RESTRICT x, Real const* 
 
 /// \brief Adds the near field to `phi` and `grad` for every target particle and returns the
 /// number of particle pairs. Leaves (local or imported) hold their particles at
-/// `[particle_begin, particle_end)` of the pass particles.
+/// `[particle_begin, particle_end)` of the pass particles. Each target leaf first gathers all
+/// its sources into scratch memory (relative to its own centre), then every target particle
+/// runs one long contiguous loop over them.
 template <class Real, SofteningKind kind>
 std::uint64_t near_field(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
                          PairLists const& lists, PassParticles const& particles, Real h, ScalarView<double> const& phi,
@@ -74,37 +77,66 @@ std::uint64_t near_field(ExecutionSpace const& space, Tree<> const& tree, NodeGe
   auto const target = lists.target;
   auto const offset = lists.offset;
   auto const source = lists.source;
+  // The largest number of sources of one target leaf sizes the scratch memory.
+  int max_sources = 0;
+  Kokkos::parallel_reduce(
+      "kfmm::fmm::p2p::max_sources", Kokkos::RangePolicy<ExecutionSpace>(space, 0, lists.num_groups),
+      KOKKOS_LAMBDA(int g, int& largest) {
+        int count = 0;
+        for (int e = offset(g); e < offset(g + 1); ++e) count += pend(source(e)) - pbegin(source(e));
+        if (count > largest) largest = count;
+      },
+      Kokkos::Max<int>(max_sources));
+  using Policy = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>;
+  using Member = typename Policy::member_type;
+  using Scratch = Kokkos::View<Real*, typename ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+  int const team_size = compat::is_gpu_backend<ExecutionSpace>() ? 128 : 1;
+  std::size_t const scratch_bytes = 4 * Scratch::shmem_size(max_sources > 0 ? max_sources : 1);
   std::uint64_t pairs = 0;
   for (int s = 0; s < lists.num_segments(); ++s) {
+    int const first = lists.segment_begin[s];
+    int const groups = lists.segment_begin[s + 1] - first;
     std::uint64_t segment_pairs = 0;
     Kokkos::parallel_reduce(
         "kfmm::fmm::p2p",
-        Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, lists.segment_begin[s],
-                                                                                lists.segment_begin[s + 1]),
-        KOKKOS_LAMBDA(int g, std::uint64_t& count) {
+        Policy(space, groups, team_size).set_scratch_size(1, Kokkos::PerTeam(scratch_bytes)),
+        KOKKOS_LAMBDA(Member const& team, std::uint64_t& count) {
+          int const g = first + team.league_rank();
           int const a = target(g);
-          Real const* x = &xm(0, 0);
-          Real const* y = &xm(0, 1);
-          Real const* z = &xm(0, 2);
-          Real const* m = &xm(0, 3);
-          for (int i = pbegin(a); i < pend(a); ++i) {
+          Scratch sx(team.team_scratch(1), max_sources), sy(team.team_scratch(1), max_sources),
+              sz(team.team_scratch(1), max_sources), sm(team.team_scratch(1), max_sources);
+          // Gather the sources relative to the target leaf's centre; remember where a itself lands.
+          int total = 0, self = -1;
+          for (int e = offset(g); e < offset(g + 1); ++e) {
+            int const b = source(e);
+            int const nb = pend(b) - pbegin(b);
+            if (b == a) self = total;
+            Real const ox = Real(centre(b, 0) - centre(a, 0));
+            Real const oy = Real(centre(b, 1) - centre(a, 1));
+            Real const oz = Real(centre(b, 2) - centre(a, 2));
+            int const base = pbegin(b);
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nb), [&](int j) {
+              sx(total + j) = xm(base + j, 0) + ox;
+              sy(total + j) = xm(base + j, 1) + oy;
+              sz(total + j) = xm(base + j, 2) + oz;
+              sm(total + j) = xm(base + j, 3);
+            });
+            total += nb;
+          }
+          team.team_barrier();
+          int const ia = pbegin(a);
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, pend(a) - ia), [&](int t) {
+            int const i = ia + t;
             Real p = 0, gx = 0, gy = 0, gz = 0;
-            for (int e = offset(g); e < offset(g + 1); ++e) {
-              int const b = source(e);
-              // Target position relative to the source leaf's centre.
-              Real const xi = x[i] + Real(centre(a, 0) - centre(b, 0));
-              Real const yi = y[i] + Real(centre(a, 1) - centre(b, 1));
-              Real const zi = z[i] + Real(centre(a, 2) - centre(b, 2));
-              p2p_leaf<kind, Real>(x, y, z, m, pbegin(b), pend(b), a == b ? i : -1, xi, yi, zi, h, p, gx, gy, gz);
-            }
+            p2p_sources<kind, Real>(sx.data(), sy.data(), sz.data(), sm.data(), total, self >= 0 ? self + t : -1,
+                                    xm(i, 0), xm(i, 1), xm(i, 2), h, p, gx, gy, gz);
             phi(i) += p;
             grad(i, 0) += gx;
             grad(i, 1) += gy;
             grad(i, 2) += gz;
-          }
-          std::uint64_t sources = 0;
-          for (int e = offset(g); e < offset(g + 1); ++e) sources += pend(source(e)) - pbegin(source(e));
-          count += sources * std::uint64_t(pend(a) - pbegin(a));
+          });
+          std::uint64_t const targets = pend(a) - ia;
+          Kokkos::single(Kokkos::PerTeam(team), [&]() { count += std::uint64_t(total) * targets - (self >= 0 ? targets : 0); });
         },
         segment_pairs);
     pairs += segment_pairs;

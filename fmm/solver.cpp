@@ -30,9 +30,7 @@ class ForceSolver::Impl {
       stats_.phases.emplace_back(name, timer.seconds());
       timer.reset();
     };
-    if (particles.num > static_cast<std::size_t>(std::numeric_limits<int>::max() / 2))
-      fail("{} particles on rank {} exceed the per-rank limit {}; use more MPI ranks", particles.num, context_.rank(),
-           std::numeric_limits<int>::max() / 2);
+    agree_on_error(context_, check_input(particles));
 
     BoundingCube const cube = global_cube(particles);
     if (context_.size() > 1) {
@@ -59,7 +57,8 @@ class ForceSolver::Impl {
       };
       phase("exchange");
     }
-    walk_.run(space_, tree_, geometry_, config_.theta, root, m2l_, p2p_, import);
+    double const reach = config_.softening == SofteningKind::Spline ? 2.8 * config_.softening_length : 0.0;
+    walk_.run(space_, tree_, geometry_, config_.theta, reach, root, m2l_, p2p_, import);
     if (context_.size() > 1) pass_particles = distributed_.import_leaf_particles(space_, context_, p2p_, tree_, particles);
     phase("walk");
 
@@ -75,6 +74,7 @@ class ForceSolver::Impl {
     phase("p2p");
 
     write_results(particles, n);
+    if (context_.size() > 1) measure_costs(n);
     phase("output");
     collect_counts(particles, n);
     stats_.total_seconds = total.seconds();
@@ -108,6 +108,79 @@ class ForceSolver::Impl {
   Context const& context() const { return context_; }
 
  private:
+  // Problems with the input that would derail the collective steps, found before any of them.
+  std::string check_input(Particles<MemorySpace> const& particles) const {
+    if (particles.num > particles.capacity())
+      return fmt::format("rank {}: num = {} exceeds the capacity {} of the particle Views; call reserve()/resize()",
+                         context_.rank(), particles.num, particles.capacity());
+    if (particles.num > static_cast<std::size_t>(std::numeric_limits<int>::max() / 2))
+      return fmt::format("{} particles on rank {} exceed the per-rank limit {}; use more MPI ranks", particles.num,
+                         context_.rank(), std::numeric_limits<int>::max() / 2);
+    auto const pos = particles.pos;
+    auto const mass = particles.mass;
+    std::size_t first_bad = particles.num;
+    Kokkos::parallel_reduce(
+        "kfmm::solver::check_input", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, particles.num),
+        KOKKOS_LAMBDA(std::size_t i, std::size_t & bad) {
+          bool const ok = compat::math::isfinite(pos(i, 0)) && compat::math::isfinite(pos(i, 1)) &&
+                          compat::math::isfinite(pos(i, 2)) && compat::math::isfinite(mass(i)) && mass(i) >= 0;
+          if (!ok && i < bad) bad = i;
+        },
+        Kokkos::Min<std::size_t>(first_bad));
+    if (first_bad < particles.num) {
+      auto const one = Kokkos::make_pair(first_bad, first_bad + 1);
+      auto const p = Kokkos::create_mirror_view_and_copy(HostSpace(), Kokkos::subview(pos, one, Kokkos::ALL));
+      auto const m = Kokkos::create_mirror_view_and_copy(HostSpace(), Kokkos::subview(mass, one));
+      auto const id = Kokkos::create_mirror_view_and_copy(HostSpace(), Kokkos::subview(particles.id, one));
+      return fmt::format("particle {} (id {}, rank {}) has position ({}, {}, {}) and mass {}; positions must be finite "
+                         "and masses finite and ≥ 0",
+                         first_bad, id(0), context_.rank(), p(0, 0), p(0, 1), p(0, 2), m(0));
+    }
+    return {};
+  }
+
+  // Per-particle cost of this evaluation, in units of one P2P pair: the sources of its leaf's
+  // P2P lists plus the leaf's M2L (each worth m2l_cost pairs) shared by its particles (M2L into
+  // inner nodes is left out). The next decomposition balances these weights.
+  void measure_costs(int n) {
+    constexpr double m2l_cost = 30.0;
+    if (static_cast<int>(leaf_cost_.extent(0)) < tree_.num_nodes) Kokkos::resize(leaf_cost_, tree_.num_nodes);
+    if (static_cast<int>(costs_.extent(0)) < n) Kokkos::resize(costs_, n);
+    Kokkos::deep_copy(space_, leaf_cost_, 0.0);
+    auto cost = leaf_cost_;
+    auto const pbegin = tree_.particle_begin;
+    auto const pend = tree_.particle_end;
+    for (PairLists const* lists : {&p2p_, &m2l_}) {
+      bool const near = lists == &p2p_;
+      auto const target = lists->target;
+      auto const offset = lists->offset;
+      auto const source = lists->source;
+      for (int s = 0; s < lists->num_segments(); ++s)
+        Kokkos::parallel_for(
+            "kfmm::solver::leaf_costs",
+            Kokkos::RangePolicy<ExecutionSpace>(space_, lists->segment_begin[s], lists->segment_begin[s + 1]),
+            KOKKOS_LAMBDA(int g) {
+              int const a = target(g);
+              double const share = m2l_cost / compat::math::max(1, pend(a) - pbegin(a));
+              double c = 0;
+              for (int e = offset(g); e < offset(g + 1); ++e)
+                c += near ? double(pend(source(e)) - pbegin(source(e))) : share;
+              cost(a) += c;
+            });
+    }
+    auto particle_cost = costs_;
+    auto const cbegin = tree_.child_begin;
+    auto const cend = tree_.child_end;
+    auto const flags = geometry_.flags;
+    Kokkos::parallel_for(
+        "kfmm::solver::particle_costs", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, tree_.num_nodes),
+        KOKKOS_LAMBDA(int node) {
+          if (cbegin(node) != cend(node) || (flags(node) & node_remote)) return;
+          for (int i = pbegin(node); i < pend(node); ++i) particle_cost(i) = 1.0 + cost(node);
+        });
+    distributed_.set_costs(costs_, n);
+  }
+
   BoundingCube global_cube(Particles<MemorySpace> const& particles) {
     double lo[3], hi[3];
     compute_bounds(space_, particles.pos, particles.num, lo, hi);
@@ -162,7 +235,9 @@ class ForceSolver::Impl {
   }
 
   void collect_counts(Particles<MemorySpace> const& particles, int n) {
-    std::uint64_t local[4] = {pass_->p2p_pairs(), static_cast<std::uint64_t>(m2l_.num_entries), 0, 0};
+    // M2L into shared cells is done on every rank holding particles in them; count it once.
+    std::uint64_t const m2l_count = count_m2l();
+    std::uint64_t local[4] = {pass_->p2p_pairs(), m2l_count, 0, 0};
     // Nodes and leaves owned here (imported nodes are counted by their owners).
     local[2] = distributed_.owned_nodes(tree_, geometry_, context_.rank());
     local[3] = distributed_.owned_leaves(tree_, geometry_);
@@ -179,6 +254,21 @@ class ForceSolver::Impl {
     distributed_.fill_stats(context_, stats_);
   }
 
+  std::uint64_t count_m2l() const {
+    auto const target = m2l_.target;
+    auto const offset = m2l_.offset;
+    auto const flags = geometry_.flags;
+    std::uint64_t count = 0;
+    Kokkos::parallel_reduce(
+        "kfmm::solver::count_m2l", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, m2l_.num_groups),
+        KOKKOS_LAMBDA(int g, std::uint64_t& sum) {
+          int const f = flags(target(g));
+          if (!(f & node_shared) || (f & node_counted)) sum += offset(g + 1) - offset(g);
+        },
+        count);
+    return count;
+  }
+
   Context context_;
   FMMConfig config_;
   ExecutionSpace space_;
@@ -191,6 +281,8 @@ class ForceSolver::Impl {
   DualTreeWalk walk_;
   PairLists m2l_, p2p_;
   DistributedTree distributed_;
+  ScalarView<double> leaf_cost_{"kfmm::solver::leaf_cost", 0};
+  ScalarView<double> costs_{"kfmm::solver::costs", 0};
   ScalarView<double> phi_{"kfmm::solver::phi", 0};
   Vec3View<double> grad_{"kfmm::solver::grad", 0};
   ScalarView<double> potential_{"kfmm::solver::potential", 0};

@@ -54,6 +54,12 @@ double Schedule::step_end(int next_output, long long step_in_interval, double ti
   return end;
 }
 
+double Schedule::step_length(int next_output, double time, double end) const {
+  if (mode == StepMode::PerOutput)
+    return (output_times[next_output] - interval_start(next_output)) / static_cast<double>(steps_per_output);
+  return end - time;
+}
+
 std::vector<double> evenly_spaced_outputs(double start_time, double end_time, int count) {
   if (count < 1) fail("schedule: output count {} must be ≥ 1", count);
   std::vector<double> times(count);

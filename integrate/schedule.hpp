@@ -36,6 +36,13 @@ struct Schedule {
   /// from the interval start where the mode allows it, so they do not accumulate round-off.
   double step_end(int next_output, long long step_in_interval, double time, double adaptive_dt) const;
 
+  /// \brief Length of the step from `time` to `end` (= step_end(...)) that the integrator
+  /// applies. PerOutput: the same (output − interval start) / steps_per_output for every step
+  /// of the interval, although the end times are rounded; a backward interval then takes
+  /// exactly the negated steps of the forward one, which LatticeDKD needs to retrace a run
+  /// bit for bit. Other modes: end − time.
+  double step_length(int next_output, double time, double end) const;
+
   /// Start of the interval that ends at output_times[next_output].
   double interval_start(int next_output) const {
     return next_output == 0 ? start_time : output_times[next_output - 1];

@@ -70,7 +70,7 @@ class Stepper {
             : 0.0;
     double const t0 = state_.time;
     double const t1 = schedule.step_end(state_.next_output, state_.step_in_interval, t0, adaptive_dt);
-    double const dt = t1 - t0;
+    double const dt = schedule.step_length(state_.next_output, t0, t1);
     auto& particles = state_.particles;
     switch (config_.integrator) {
       case IntegratorKind::DKD:

@@ -35,7 +35,7 @@ struct Key {
 Key const keys[] = {
   {"ic.kind", "string", "clumps", "initial conditions: generated model, or `file` to read ic.file", "clumps|plummer|hernquist|uniform|file"},
   {"ic.file", "string", "", "GADGET-4 HDF5 snapshot to start from (required when ic.kind is file)"},
-  {"ic.n", "int", "200000", "number of particles (generated models)", "", 2, 1e12},
+  {"ic.n", "int", "100000", "number of particles (generated models)", "", 2, 1e12},
   {"ic.seed", "int", "42", "random seed of the generated model (same particles on any rank count)", "", 0, 9.2e18},
   {"ic.clumps", "int", "20", "number of Gaussian clumps (clumps only)", "", 1, 1e9},
   {"ic.truncation_radius", "float", "100", "Plummer/Hernquist: radii beyond this are redrawn", "", 1e-300, 1e300},
@@ -44,26 +44,26 @@ Key const keys[] = {
   {"force.theta", "float", "0.6", "opening angle θ: accept (r_A + r_B) < θ·|c_A − c_B|", "", 1e-3, 1.5},
   {"force.leaf_size", "int", "32", "largest number of particles in a leaf", "", 1, 1e6},
   {"force.softening", "string", "plummer", "softening kernel", "plummer|spline"},
-  {"force.softening_length", "float", "0.01", "softening length ε (spline: Plummer-equivalent)", "", 0, 1e300},
+  {"force.softening_length", "float", "0.05", "softening length ε (spline: Plummer-equivalent)", "", 0, 1e300},
   {"force.precision", "string", "float", "arithmetic of expansions and kernels", "float|double"},
   {"force.centre", "string", "mass", "expansion centre of a node", "mass|geometric"},
   {"integrator.kind", "string", "dkd", "leapfrog variant (lattice_dkd: exactly reversible)", "dkd|kdk|lattice_dkd"},
   {"integrator.lattice_dx", "float", "1e-4", "lattice_dkd: position lattice spacing", "", 1e-300, 1e300},
   {"integrator.lattice_dv", "float", "1e-4", "lattice_dkd: velocity lattice spacing", "", 1e-300, 1e300},
   {"time.start", "float", "0", "time of the initial conditions", "", -1e300, 1e300},
-  {"time.end", "float", "5", "end of the run (the last output)", "", -1e300, 1e300},
-  {"time.outputs", "int", "10", "number of evenly spaced outputs after the start (the last at time.end)", "", 1, 1e9},
+  {"time.end", "float", "1", "end of the run (the last output)", "", -1e300, 1e300},
+  {"time.outputs", "int", "4", "number of evenly spaced outputs after the start (the last at time.end)", "", 1, 1e9},
   {"time.output_times", "float list", "", "explicit output times instead of time.end and time.outputs"},
   {"time.step_mode", "string", "per_output", "per_output: time.steps_per_output equal steps between outputs; fixed: steps of time.dt; adaptive: dt = time.eta·sqrt(ε/|a|max)", "per_output|fixed|adaptive"},
-  {"time.steps_per_output", "int", "20", "per_output: steps between two outputs", "", 1, 1e12},
+  {"time.steps_per_output", "int", "40", "per_output: steps between two outputs", "", 1, 1e12},
   {"time.dt", "float", "", "fixed: the time step (required for fixed)", "", 1e-300, 1e300},
   {"time.output_every", "int", "0", "fixed: an output every this many steps up to time.end (0: use time.outputs)", "", 0, 1e12},
   {"time.eta", "float", "0.025", "adaptive: accuracy factor η", "", 1e-300, 1e300},
   {"time.dt_max", "float", ".inf", "adaptive: largest time step", "", 1e-300, std::numeric_limits<double>::infinity()},
-  {"units.system", "string", "plain", "plain (G = 1) or astro (kpc, km/s, Msun as scaled below; jz-fmm's UnitConfig)", "plain|astro"},
+  {"units.system", "string", "model", "model: the units the initial conditions are drawn in (astro for clumps; plain for plummer, hernquist, uniform and files); plain: G = 1; astro: kpc, km/s, Msun as scaled below (jz-fmm's UnitConfig)", "model|plain|astro"},
   {"units.length_in_kpc", "float", "1", "astro: length unit in kpc", "", 1e-300, 1e300},
   {"units.velocity_in_kmps", "float", "1", "astro: velocity unit in km/s", "", 1e-300, 1e300},
-  {"units.mass_in_msol", "float", "1", "astro: mass unit in solar masses", "", 1e-300, 1e300},
+  {"units.mass_in_msol", "float", "1e10", "astro: mass unit in solar masses (GADGET's 1e10 Msun: the clumps' total mass 1 is 1e10 Msun)", "", 1e-300, 1e300},
   {"output.directory", "string", "output", "directory of snapshots, diagnostics and restarts (-o overrides)"},
   {"output.snapshots", "bool", "true", "write a snapshot at every output time"},
   {"output.layout", "string", "single", "single: one snapshot_NNN.hdf5; per-rank: snapdir_NNN/ with a file per rank", "single|per-rank"},
@@ -284,7 +284,10 @@ RunSettings settings_from(YAML::Node const& root, std::string const& source) {
   simulation.lattice.dv = values.number("integrator.lattice_dv");
   simulation.schedule = read_schedule(values);
 
-  simulation.units = values.string("units.system") == "astro"
+  // Clumps are drawn in kpc and km/s (jz-fmm's guide); the equilibrium models in G = 1 units.
+  std::string units = values.string("units.system");
+  if (units == "model") units = ic_kind == "clumps" ? "astro" : "plain";
+  simulation.units = units == "astro"
                          ? UnitSystem::astro(values.number("units.length_in_kpc"), values.number("units.velocity_in_kmps"),
                                              values.number("units.mass_in_msol"))
                          : UnitSystem::plain();
@@ -366,7 +369,8 @@ std::string default_run_file() {
 std::string run_file_keys_markdown() {
   std::string out = "| key | type | default | meaning |\n|---|---|---|---|\n";
   for (auto const& key : keys) {
-    std::string meaning = key.meaning;
+    std::string meaning;
+    for (char const* c = key.meaning; *c; ++c) meaning += *c == '|' ? std::string("\\|") : std::string(1, *c);
     if (*key.choices) meaning += "; one of" + choices_text(key);
     std::string const default_text = *key.default_value ? fmt::format("`{}`", key.default_value) : "—";
     out += fmt::format("| `{}` | {} | {} | {} |\n", key.name, key.type, default_text, meaning);

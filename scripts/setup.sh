@@ -7,7 +7,9 @@
 #   KFMM_DEPS      where downloads and the Kokkos install live   (default: ~/.cache/kfmm)
 #   Kokkos_ROOT    use this Kokkos (any backend) instead of building one
 #   KFMM_SKIP_APT  set to 1 to skip the Debian packages (when they are known to be there)
-# Prints the CMake prefix path to use on its last line ("KFMM_PREFIX_PATH=...").
+#   KFMM_DEBIAN_ARCHIVE  the Debian archive's base address (default: read from apt's configuration)
+# Prints, on its last two lines, the CMake prefix path to use ("KFMM_PREFIX_PATH=...") and the
+# Kokkos 5.2.2 headers of the C++20 syntax check ("KFMM_KOKKOS5_INCLUDE=...").
 set -euo pipefail
 
 DEPS=${KFMM_DEPS:-$HOME/.cache/kfmm}
@@ -43,15 +45,16 @@ install_packages() {
 # The Debian archive's base address, read from the machine's apt configuration
 # (deb822 .sources files first, then one-line sources.list entries).
 debian_archive() {
+  if [ -n "${KFMM_DEBIAN_ARCHIVE:-}" ]; then printf '%s' "${KFMM_DEBIAN_ARCHIVE%/}"; return; fi
   local uri=""
   if compgen -G "/etc/apt/sources.list.d/*.sources" >/dev/null; then
-    uri=$(awk 'tolower($1)=="uris:" {print $2}' /etc/apt/sources.list.d/*.sources | grep -v security | grep -i debian | head -n1)
+    uri=$(awk 'tolower($1)=="uris:" {print $2}' /etc/apt/sources.list.d/*.sources | grep -v security | grep -i debian | head -n1 || true)
   fi
   if [ -z "$uri" ] && [ -f /etc/apt/sources.list ]; then
-    uri=$(awk '$1=="deb" {for (i=2;i<=NF;i++) if ($i ~ /^(https?|ftp):/) {print $i; break}}' /etc/apt/sources.list | grep -v security | head -n1)
+    uri=$(awk '$1=="deb" {for (i=2;i<=NF;i++) if ($i ~ /^(https?|ftp):/) {print $i; break}}' /etc/apt/sources.list | grep -v security | head -n1 || true)
   fi
   [ -n "$uri" ] || die "cannot find a Debian archive in /etc/apt/sources.list.d/*.sources or /etc/apt/sources.list; set KFMM_DEBIAN_ARCHIVE to its base address"
-  printf '%s' "${KFMM_DEBIAN_ARCHIVE:-${uri%/}}"
+  printf '%s' "${uri%/}"
 }
 
 # download URL-path DEST [SHA256]: fetch once into the cache, verify the hash if given.

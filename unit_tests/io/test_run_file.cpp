@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
 #include <string>
 
 namespace {
@@ -26,16 +27,44 @@ void expect_contains(std::string const& message, std::initializer_list<char cons
 TEST(RunFile, DefaultFileParsesToTheDefaults) {
   auto const defaults = kfmm::parse_run_text("", "built-in default");
   auto const from_file = kfmm::parse_run_text(kfmm::default_run_file(), "default.yaml");
-  EXPECT_EQ(defaults.ic.n_total, 200000u);
+  EXPECT_EQ(defaults.ic.n_total, 100000u);
   EXPECT_EQ(defaults.ic.kind, kfmm::ICKind::GaussianClumps);
   EXPECT_EQ(defaults.simulation.integrator, kfmm::IntegratorKind::DKD);
   EXPECT_EQ(from_file.ic.n_total, defaults.ic.n_total);
   EXPECT_EQ(from_file.simulation.schedule.output_times, defaults.simulation.schedule.output_times);
   EXPECT_EQ(from_file.simulation.schedule.steps_per_output, defaults.simulation.schedule.steps_per_output);
   EXPECT_EQ(from_file.simulation.fmm.theta, defaults.simulation.fmm.theta);
+  EXPECT_EQ(from_file.simulation.fmm.G, defaults.simulation.fmm.G);
   EXPECT_EQ(from_file.simulation.output.directory, defaults.simulation.output.directory);
-  EXPECT_EQ(defaults.simulation.schedule.output_times.size(), 10u);
-  EXPECT_NE(kfmm::run_file_keys_markdown().find("| `ic.n` | int | `200000` |"), std::string::npos);
+  EXPECT_EQ(defaults.simulation.schedule.output_times.size(), 4u);
+  EXPECT_NE(kfmm::run_file_keys_markdown().find("| `ic.n` | int | `100000` |"), std::string::npos);
+  // The clumps are drawn in kpc and km/s: the default run uses astro units with 1e10 Msun.
+  EXPECT_EQ(defaults.simulation.units.name, "astro");
+  EXPECT_DOUBLE_EQ(defaults.simulation.fmm.G, kfmm::UnitSystem::astro(1, 1, 1e10).G);
+}
+
+TEST(RunFile, ModelUnitsAreThoseOfTheInitialConditions) {
+  auto const plummer = kfmm::parse_run_text("ic: {kind: plummer}\n", "run.yaml");
+  EXPECT_EQ(plummer.simulation.units.name, "plain");
+  EXPECT_EQ(plummer.simulation.fmm.G, 1.0);
+  auto const clumps_plain = kfmm::parse_run_text("units: {system: plain}\n", "run.yaml");
+  EXPECT_EQ(clumps_plain.simulation.fmm.G, 1.0);
+  auto const plummer_astro = kfmm::parse_run_text("ic: {kind: plummer}\nunits: {system: astro, mass_in_msol: 1}\n",
+                                                  "run.yaml");
+  EXPECT_DOUBLE_EQ(plummer_astro.simulation.fmm.G, 4.30071057317063e-06);
+}
+
+TEST(RunFile, KeysMarkdownIsAFourColumnTable) {
+  std::istringstream table(kfmm::run_file_keys_markdown());
+  std::string line;
+  int rows = 0;
+  while (std::getline(table, line)) {
+    int separators = 0;
+    for (std::size_t k = 0; k < line.size(); ++k) separators += line[k] == '|' && (k == 0 || line[k - 1] != '\\');
+    EXPECT_EQ(separators, 5) << "a '|' in a key's text splits this row: " << line;
+    ++rows;
+  }
+  EXPECT_GT(rows, 30);
 }
 
 TEST(RunFile, ReadsSettings) {

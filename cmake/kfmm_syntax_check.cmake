@@ -1,0 +1,167 @@
+# Kokkos 5.2.2 C++20 syntax check (DESIGN.md §2): every library header and source, and the app's,
+# must compile with `g++ -std=c++20 -fsyntax-only` against Debian's Kokkos 5.2.2 headers, which
+# we cannot link here. Headers are checked on their own (a one-line TU), so each must be
+# self-contained.
+#
+# Two roles in one file:
+#  - included from CMake: kfmm_add_kokkos5_syntax_check() registers the ctest test
+#    `kokkos5_syntax_check` (label `unit`); the headers' location comes from the cache variable
+#    KFMM_KOKKOS5_INCLUDE (scripts/setup.sh prints it).
+#  - run by that test as `cmake -DCONFIG=<file> -P kfmm_syntax_check.cmake`: finds the files at
+#    test time (new files need no reconfigure), compiles them two at a time and lists failures.
+# When the headers are missing the test prints "skipped: <reason>" and ctest reports it SKIPPED.
+
+set(KFMM_SYNTAX_CHECK_MODULES core comm fmm integrate io apps)
+set(KFMM_SYNTAX_CHECK_SKIPPED "kokkos5_syntax_check skipped: ")
+
+if(NOT CMAKE_SCRIPT_MODE_FILE)
+  set(KFMM_KOKKOS5_INCLUDE "" CACHE PATH
+      "Kokkos 5.x headers (with KokkosCore_config.h) for the C++20 syntax check; empty skips it")
+
+  # Include directories of a target and of the targets it links, for the check's command line.
+  function(kfmm_collect_includes out)
+    set(dirs)
+    foreach(target ${ARGN})
+      if(TARGET ${target})
+        get_target_property(target_dirs ${target} INTERFACE_INCLUDE_DIRECTORIES)
+        if(target_dirs)
+          list(APPEND dirs ${target_dirs})
+        endif()
+      endif()
+    endforeach()
+    set(${out} ${dirs} PARENT_SCOPE)
+  endfunction()
+
+  function(kfmm_add_kokkos5_syntax_check)
+    kfmm_collect_includes(dependency_includes fmt::fmt yaml-cpp CLI11::CLI11 MPI::MPI_CXX MPI::MPI_C)
+    set(includes ${KFMM_BUILD_INCLUDE} ${PROJECT_SOURCE_DIR}/apps ${HDF5_INCLUDE_DIRS} ${dependency_includes})
+    list(FILTER includes EXCLUDE REGEX "\\$<")  # generator expressions (install interfaces)
+    list(REMOVE_DUPLICATES includes)
+    set(config ${CMAKE_CURRENT_BINARY_DIR}/kokkos5_syntax_check/config.cmake)
+    file(WRITE ${config}
+      "set(COMPILER [[${CMAKE_CXX_COMPILER}]])\n"
+      "set(KOKKOS5_INCLUDE [[${KFMM_KOKKOS5_INCLUDE}]])\n"
+      "set(INCLUDES [[${includes}]])\n"
+      "set(SOURCE_DIR [[${PROJECT_SOURCE_DIR}]])\n"
+      "set(WORK_DIR [[${CMAKE_CURRENT_BINARY_DIR}/kokkos5_syntax_check]])\n")
+    add_test(NAME kokkos5_syntax_check
+             COMMAND ${CMAKE_COMMAND} -DCONFIG=${config} -P ${CMAKE_CURRENT_FUNCTION_LIST_FILE})
+    set_tests_properties(kokkos5_syntax_check PROPERTIES
+      LABELS "unit;kokkos5"
+      SKIP_REGULAR_EXPRESSION "${KFMM_SYNTAX_CHECK_SKIPPED}")
+  endfunction()
+  return()
+endif()
+
+# ---- script mode: the check itself ----
+include(${CONFIG})
+
+# Why the check cannot run, if it cannot.
+set(skip_reason "")
+if(KOKKOS5_INCLUDE STREQUAL "")
+  set(skip_reason "KFMM_KOKKOS5_INCLUDE is empty")
+else()
+  # scripts/setup.sh leaves a file `unavailable` (saying why) at the top of the unpacked package.
+  foreach(marker ${KOKKOS5_INCLUDE}/unavailable ${KOKKOS5_INCLUDE}/../../../unavailable)
+    if(EXISTS ${marker} AND skip_reason STREQUAL "")
+      file(READ ${marker} skip_reason)
+      string(STRIP "${skip_reason}" skip_reason)
+      set(skip_reason "Kokkos 5 headers unavailable: ${skip_reason}")
+    endif()
+  endforeach()
+  if(skip_reason STREQUAL "" AND NOT EXISTS ${KOKKOS5_INCLUDE}/KokkosCore_config.h)
+    set(skip_reason "no KokkosCore_config.h in ${KOKKOS5_INCLUDE}")
+  endif()
+endif()
+if(NOT skip_reason STREQUAL "")
+  # A clean exit: ctest marks the test SKIPPED because of this line.
+  message("${KFMM_SYNTAX_CHECK_SKIPPED}${skip_reason}")
+  message("  (scripts/setup.sh fetches the headers; configure with -DKFMM_KOKKOS5_INCLUDE=<dir>)")
+  return()
+endif()
+file(STRINGS ${KOKKOS5_INCLUDE}/KokkosCore_config.h version_line REGEX "#define KOKKOS_VERSION [0-9]+")
+string(REGEX MATCH "[0-9]+$" kokkos_version "${version_line}")
+math(EXPR major "${kokkos_version} / 10000")
+math(EXPR minor "${kokkos_version} / 100 % 100")
+math(EXPR patch "${kokkos_version} % 100")
+set(kokkos_version "${major}.${minor}.${patch}")
+
+set(flags -std=c++20 -fopenmp -fsyntax-only -I${KOKKOS5_INCLUDE})
+foreach(dir ${INCLUDES})
+  list(APPEND flags -I${dir})
+endforeach()
+
+# Units to compile: sources as they are, headers through a generated one-line TU.
+file(MAKE_DIRECTORY ${WORK_DIR})
+set(units)
+set(names)
+foreach(module ${KFMM_SYNTAX_CHECK_MODULES})
+  file(GLOB headers RELATIVE ${SOURCE_DIR} ${SOURCE_DIR}/${module}/*.hpp)
+  file(GLOB sources RELATIVE ${SOURCE_DIR} ${SOURCE_DIR}/${module}/*.cpp)
+  foreach(header ${headers})
+    string(REPLACE "/" "__" tu_name "${header}")
+    set(tu ${WORK_DIR}/${tu_name}.cpp)
+    if(module STREQUAL apps)
+      get_filename_component(header_name ${header} NAME)
+      set(include_line "#include \"${header_name}\"\n")
+    else()
+      set(include_line "#include <kfmm/${header}>\n")
+    endif()
+    file(WRITE ${tu} "${include_line}")
+    list(APPEND units ${tu})
+    list(APPEND names ${header})
+  endforeach()
+  foreach(source ${sources})
+    list(APPEND units ${SOURCE_DIR}/${source})
+    list(APPEND names ${source})
+  endforeach()
+endforeach()
+list(LENGTH units count)
+message("Kokkos ${kokkos_version} (${KOKKOS5_INCLUDE}), ${COMPILER} -std=c++20: checking ${count} files")
+
+# Two compilers at a time: execute_process runs its COMMANDs concurrently (as a pipeline; the
+# compilers write nothing to stdout). A failure is compiled again alone to show its diagnostics.
+set(failed)
+math(EXPR last "${count} - 1")
+foreach(i RANGE 0 ${last} 2)
+  math(EXPR j "${i} + 1")
+  list(GET units ${i} unit_a)
+  set(commands COMMAND ${COMPILER} ${flags} ${unit_a})
+  set(batch ${i})
+  if(j LESS count)
+    list(GET units ${j} unit_b)
+    list(APPEND commands COMMAND ${COMPILER} ${flags} ${unit_b})
+    list(APPEND batch ${j})
+  endif()
+  execute_process(${commands} RESULTS_VARIABLE results OUTPUT_QUIET ERROR_QUIET)
+  foreach(k RANGE 0 1)
+    list(LENGTH batch batch_size)
+    if(k LESS batch_size)
+      list(GET batch ${k} index)
+      list(GET results ${k} result)
+      list(GET names ${index} name)
+      if(result STREQUAL "0")
+        message("  ok    ${name}")
+      else()
+        message("  FAIL  ${name}")
+        list(APPEND failed ${index})
+      endif()
+    endif()
+  endforeach()
+endforeach()
+
+if(failed)
+  set(failed_names)
+  foreach(index ${failed})
+    list(GET units ${index} unit)
+    list(GET names ${index} name)
+    list(APPEND failed_names ${name})
+    execute_process(COMMAND ${COMPILER} ${flags} ${unit} ERROR_VARIABLE diagnostics OUTPUT_QUIET)
+    message("\n==== ${name} under Kokkos ${kokkos_version} ====\n${diagnostics}")
+  endforeach()
+  list(LENGTH failed failed_count)
+  list(JOIN failed_names ", " failed_list)
+  message(FATAL_ERROR "${failed_count} of ${count} files do not compile with Kokkos ${kokkos_version} "
+                      "and -std=c++20: ${failed_list}")
+endif()
+message("all ${count} files compile with Kokkos ${kokkos_version} and -std=c++20")

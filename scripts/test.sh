@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Sets up everything (scripts/setup.sh) and runs the whole default test suite:
+#   1. Release build in build/, `ctest -LE slow` (unit + MPI tests at 1–4 ranks, the Kokkos 5.2.2
+#      C++20 syntax check, the find_package test of the installed package);
+#   2. ASan + UBSan build in build-sanitizers/, its unit tests (`ctest -L unit -LE 'slow|kokkos5'`;
+#      the syntax check compiles nothing that sanitizers could see).
+# Builds are incremental: a second run only rebuilds what changed.
+# Slow accuracy sweeps stay out (ctest label `slow`): run them with `ctest --test-dir build -L slow`.
+# Environment:
+#   KFMM_BUILD_DIR, KFMM_SANITIZER_BUILD_DIR  build directories (default build/, build-sanitizers/)
+#   KFMM_JOBS          parallel compile jobs (default: nproc)
+#   KFMM_TEST_TIMEOUT  seconds per ctest test (default 900)
+#   KFMM_SKIP_SANITIZERS=1  run stage 1 only
+# Exits non-zero if any stage failed.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=${KFMM_BUILD_DIR:-$ROOT/build}
+SANITIZER_BUILD=${KFMM_SANITIZER_BUILD_DIR:-$ROOT/build-sanitizers}
+JOBS=${KFMM_JOBS:-$(nproc)}
+TIMEOUT=${KFMM_TEST_TIMEOUT:-900}
+
+SUITE_START=$SECONDS
+SUMMARY=()
+FAILED=0
+
+log() { printf '\n[kfmm test] %s\n' "$*"; }
+
+# stage NAME COMMAND...: runs a stage, records its wall time and result.
+stage() {
+  local name=$1; shift
+  local start=$SECONDS
+  log "== $name"
+  "$@"
+  local status=$?
+  local elapsed=$((SECONDS - start))
+  local result=ok
+  if [ $status -ne 0 ]; then result="FAILED (exit $status)"; FAILED=1; fi
+  SUMMARY+=("$(printf '%-36s %5ds  %s' "$name" "$elapsed" "$result")")
+  log "$name: $result in ${elapsed}s"
+  return $status
+}
+
+finish() {
+  log "== summary (total $((SECONDS - SUITE_START))s)"
+  printf '  %s\n' "${SUMMARY[@]}"
+  if [ $FAILED -ne 0 ]; then
+    printf '\n[kfmm test] FAILED\n'
+    exit 1
+  fi
+  printf '\n[kfmm test] all stages passed\n'
+  exit 0
+}
+
+run_setup() {
+  local output
+  output=$(bash "$ROOT/scripts/setup.sh") || return 1
+  PREFIX_PATH=$(sed -n 's/^KFMM_PREFIX_PATH=//p' <<<"$output" | tail -n1)
+  KOKKOS5_INCLUDE=$(sed -n 's/^KFMM_KOKKOS5_INCLUDE=//p' <<<"$output" | tail -n1)
+  [ -n "$PREFIX_PATH" ] || { echo "setup.sh printed no KFMM_PREFIX_PATH" >&2; return 1; }
+  echo "Kokkos prefix: $PREFIX_PATH"
+  echo "Kokkos 5 headers: ${KOKKOS5_INCLUDE:-none}"
+}
+
+# configure BUILD_DIR [cmake args...]
+configure() {
+  local dir=$1; shift
+  cmake -S "$ROOT" -B "$dir" -DCMAKE_PREFIX_PATH="$PREFIX_PATH" -DKFMM_KOKKOS5_INCLUDE="$KOKKOS5_INCLUDE" "$@" \
+    >"$dir/configure.log" 2>&1 || { cat "$dir/configure.log"; return 1; }
+  echo "configured $dir (log: $dir/configure.log)"
+}
+
+build() {
+  cmake --build "$1" -j "$JOBS"
+}
+
+# run_ctest BUILD_DIR [ctest args...]: prints the failed tests again at the end.
+run_ctest() {
+  local dir=$1; shift
+  ctest --test-dir "$dir" --output-on-failure --timeout "$TIMEOUT" "$@"
+  local status=$?
+  if [ $status -ne 0 ] && [ -s "$dir/Testing/Temporary/LastTestsFailed.log" ]; then
+    echo "failed tests in $dir:"
+    sed 's/^/  /' "$dir/Testing/Temporary/LastTestsFailed.log"
+  fi
+  return $status
+}
+
+mkdir -p "$BUILD" "$SANITIZER_BUILD"
+stage "setup (scripts/setup.sh)" run_setup || finish
+
+stage "configure release" configure "$BUILD" -DCMAKE_BUILD_TYPE=Release || finish
+stage "build release" build "$BUILD" || finish
+stage "tests release (ctest -LE slow)" run_ctest "$BUILD" -LE slow
+
+if [ "${KFMM_SKIP_SANITIZERS:-0}" != 1 ]; then
+  # -O1 with line tables: readable sanitizer reports, asserts on, a fraction of -O2's compile time.
+  if stage "configure sanitizers" configure "$SANITIZER_BUILD" -DKFMM_ENABLE_SANITIZERS=ON \
+      -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
+      -DKFMM_ENABLE_BENCHMARKS=OFF \
+    && stage "build sanitizers" build "$SANITIZER_BUILD"; then
+    # The tests set ASAN_OPTIONS=detect_leaks=0 themselves (MPI and Kokkos keep allocations
+    # to exit); every other report aborts the test.
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+      stage "tests sanitizers (ctest -L unit)" run_ctest "$SANITIZER_BUILD" -L unit -LE 'slow|kokkos5'
+  fi
+fi
+finish
