@@ -140,18 +140,25 @@ void run(Environment& environment, RunOptions const& options) {
   std::string const restart_path = output.directory + "/restart";
 
   SimulationState state;
+  SnapshotHeader ic_header;
   if (options.restart) {
+    if (settings.units_from_ic_file) read_particles(context, settings.ic_file, &ic_header);
     state = read_restart(context, restart_path, config);
   } else {
     Particles<HostSpace> initial = settings.ic_file.empty() ? make_initial_conditions(context, settings.ic)
-                                                            : read_particles(context, settings.ic_file);
+                                                            : read_particles(context, settings.ic_file, &ic_header);
     state.particles = to_device(initial);
   }
+  if (settings.units_from_ic_file) {
+    settings.simulation.units = ic_header.units;
+    settings.simulation.fmm.G = ic_header.units.G;
+  }
   if (context.is_root())
-    fmt::print("kfmm run: {} particles, {} on {} ranks ({}), {} integrator, {} outputs to {} from '{}'\n",
+    fmt::print("kfmm run: {} particles, {} on {} ranks ({}), {} integrator, {} units (G = {:.6g}), {} outputs to {} "
+               "from '{}'\n",
                state.particles.num_total, settings.force_method == ForceMethod::FMM ? "FMM" : "direct summation",
-               context.size(), environment.summary(), to_string(config.integrator), config.schedule.output_times.size(),
-               output.directory, settings.source);
+               context.size(), environment.summary(), to_string(config.integrator), config.units.name, config.fmm.G,
+               config.schedule.output_times.size(), output.directory, settings.source);
 
   std::optional<ForceSolver> solver;
   ForceFunction forces;

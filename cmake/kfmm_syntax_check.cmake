@@ -47,7 +47,7 @@ if(NOT CMAKE_SCRIPT_MODE_FILE)
     add_test(NAME kokkos5_syntax_check
              COMMAND ${CMAKE_COMMAND} -DCONFIG=${config} -P ${CMAKE_CURRENT_FUNCTION_LIST_FILE})
     set_tests_properties(kokkos5_syntax_check PROPERTIES
-      LABELS "unit;kokkos5"
+      LABELS "unit;kokkos5" PROCESSORS 2
       SKIP_REGULAR_EXPRESSION "${KFMM_SYNTAX_CHECK_SKIPPED}")
   endfunction()
   return()

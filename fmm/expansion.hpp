@@ -56,8 +56,9 @@ inline constexpr int m2l_width = 64 / int(sizeof(Real));
 /// \brief M2L for up to W sources into one target, each source in its own lane: accumulates
 /// into lane w of the target's local expansion, L_lanes[k·W + w], the field of source w < count
 /// (multipole M_sources[w], scale s_sources[w], offset (dx, dy, dz)[w] = c_t − c_s). Lanes
-/// w ≥ count are left unchanged. The caller sums the lanes of L_lanes over w once at the end, so
-/// the cross-lane reduction is paid per target rather than per source.
+/// w ≥ count get exactly +0 (their moments are 0, their offset a harmless unit vector). The
+/// caller sums the lanes of L_lanes over w once at the end, so the cross-lane reduction is paid
+/// per target rather than per source.
 ///
 /// L_k = (1/k!) Σ_{|n| ≤ P−|k|} (−1)^{|n|} ∂^{k+n}K(c_t − c_s) M_n. The kernel derivatives are
 /// taken at (c_t − c_s)/ρ with ρ = max(|dx|, |dy|, |dz|, s_source, s_target), using
@@ -71,6 +72,7 @@ KOKKOS_INLINE_FUNCTION void m2l_lanes(int count, Real const* const* M_sources, R
   Real x[W], y[W], z[W], h_scaled[W];
   Real source_factor[(P + 1) * W];  // (−s_source/ρ)^d
   Real target_factor[(P + 1) * W];  // (s_target/ρ)^d / ρ
+  KFMM_LANE_LOOP
   for (int l = 0; l < W; ++l) {
     bool const live = l < count;  // idle lanes compute a harmless unit offset and add nothing
     Real const ex = live ? dx[l] : Real(1), ey = live ? dy[l] : Real(0), ez = live ? dz[l] : Real(0);
@@ -91,24 +93,30 @@ KOKKOS_INLINE_FUNCTION void m2l_lanes(int count, Real const* const* M_sources, R
   Real D[N * W];
   kernel_derivatives_lanes<kind, P, Real, W>(x, y, z, h_scaled, D);
 
-  Real a[N * W];  // M_n (−s_source/ρ)^|n|, lane-major
+  Real a[N * W];  // M_n (−s_source/ρ)^|n|, lane-major: transpose by plain copies (cheaper than gathers)
+  for (int l = 0; l < W; ++l)
+    for (int n = 0; n < N; ++n) a[n * W + l] = l < count ? M_sources[l][n] : Real(0);
   for (int n = 0; n < N; ++n) {
     Real const* factor = source_factor + multi_index_table<P>.degree[n] * W;
-    for (int l = 0; l < W; ++l) a[n * W + l] = l < count ? M_sources[l][n] * factor[l] : Real(0);
+    KFMM_LANE_LOOP
+    for (int l = 0; l < W; ++l) a[n * W + l] *= factor[l];
   }
-  constexpr auto const& pairs = index_pair_table<P>;
-  for (int k = 0; k < N; ++k) {
+  // L_k: a register accumulator per k over the compile-time list of its pairs (k, n).
+  static_for<N>([&](auto K) {
+    constexpr int k = decltype(K)::value;
+    constexpr int first = index_pair_table<P>.k_begin[k];
     Real acc[W] = {};
-    for (int p = pairs.k_begin[k]; p < pairs.k_begin[k + 1]; ++p) {
-      Real const* derivative = D + pairs.sum[p] * W;
-      Real const* moment = a + pairs.n[p] * W;
-      for (int l = 0; l < W; ++l) acc[l] += derivative[l] * moment[l];
-    }
+    static_for<index_pair_table<P>.k_begin[k + 1] - first>([&](auto I) {
+      constexpr int n = index_pair_table<P>.n[first + decltype(I)::value];
+      constexpr int sum = index_pair_table<P>.sum[first + decltype(I)::value];
+      KFMM_LANE_LOOP
+      for (int l = 0; l < W; ++l) acc[l] += D[sum * W + l] * a[n * W + l];
+    });
     Real const inv_factorial = Real(multi_index_table<P>.inv_factorial[k]);
     Real const* factor = target_factor + multi_index_table<P>.degree[k] * W;
-    for (int l = 0; l < W; ++l)
-      if (l < count) L_lanes[k * W + l] += acc[l] * (factor[l] * inv_factorial);
-  }
+    KFMM_LANE_LOOP
+    for (int l = 0; l < W; ++l) L_lanes[k * W + l] += acc[l] * (factor[l] * inv_factorial);
+  });
 }
 
 /// \brief M2L: accumulates into the local expansion of a target node (centre c_t, scale

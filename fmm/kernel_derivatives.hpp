@@ -113,6 +113,7 @@ KOKKOS_INLINE_FUNCTION void radial_derivatives(Real s, Real h, Real* g) {
 template <SofteningKind kind, int M, class Real, int W>
 KOKKOS_INLINE_FUNCTION void radial_derivatives_lanes(Real const* s, Real const* h, Real* g) {
   Real inv[W];
+  KFMM_LANE_LOOP
   for (int l = 0; l < W; ++l) {
     Real const g0 = compat::math::rsqrt(kind == SofteningKind::Plummer ? s[l] + h[l] * h[l] : s[l]);
     g[l] = g0;
@@ -120,9 +121,11 @@ KOKKOS_INLINE_FUNCTION void radial_derivatives_lanes(Real const* s, Real const* 
   }
   for (int m = 1; m <= M; ++m) {  // g_m = −(2m−1) g_{m−1} inv
     Real const c = Real(-(2 * m - 1));
+    KFMM_LANE_LOOP
     for (int l = 0; l < W; ++l) g[m * W + l] = g[(m - 1) * W + l] * (c * inv[l]);
   }
   if constexpr (kind == SofteningKind::Spline) {
+    KFMM_LANE_LOOP
     for (int l = 0; l < W; ++l)
       if (s[l] < h[l] * h[l]) {
         Real inside[M + 1];
@@ -182,19 +185,23 @@ inline constexpr DerivativeTermTable<P> derivative_term_table{};
 template <int P, class Real, int W>
 KOKKOS_INLINE_FUNCTION void cartesian_derivatives_lanes(Real const* x, Real const* y, Real const* z, Real const* g,
                                                         Real* D) {
-  constexpr auto const& terms = derivative_term_table<P>;
   Real mono[ncoeff<P> * W];
   monomials_lanes<P, false, Real, W>(x, y, z, mono);
-  for (int alpha = 0; alpha < ncoeff<P>; ++alpha) {
+  static_for<ncoeff<P>>([&](auto A) {
+    constexpr int alpha = decltype(A)::value;
+    constexpr int first = derivative_term_table<P>.alpha_begin[alpha];
     Real sum[W] = {};
-    for (int t = terms.alpha_begin[alpha]; t < terms.alpha_begin[alpha + 1]; ++t) {
-      Real const* monomial = mono + terms.beta[t] * W;
-      Real const* radial = g + terms.m[t] * W;
-      Real const coefficient = Real(terms.coefficient[t]);
-      for (int l = 0; l < W; ++l) sum[l] += coefficient * monomial[l] * radial[l];
-    }
+    static_for<derivative_term_table<P>.alpha_begin[alpha + 1] - first>([&](auto T) {
+      constexpr int t = first + decltype(T)::value;
+      constexpr int beta = derivative_term_table<P>.beta[t];
+      constexpr int m = derivative_term_table<P>.m[t];
+      Real const coefficient = Real(derivative_term_table<P>.coefficient[t]);
+      KFMM_LANE_LOOP
+      for (int l = 0; l < W; ++l) sum[l] += coefficient * mono[beta * W + l] * g[m * W + l];
+    });
+    KFMM_LANE_LOOP
     for (int l = 0; l < W; ++l) D[alpha * W + l] = sum[l];
-  }
+  });
 }
 
 /// \brief kernel_derivatives() for W points at once: D[α·W + w] = ∂^α K(|x_w|) with softening
@@ -203,6 +210,7 @@ template <SofteningKind kind, int P, class Real, int W>
 KOKKOS_INLINE_FUNCTION void kernel_derivatives_lanes(Real const* x, Real const* y, Real const* z, Real const* h,
                                                      Real* D) {
   Real s[W];
+  KFMM_LANE_LOOP
   for (int l = 0; l < W; ++l) s[l] = x[l] * x[l] + y[l] * y[l] + z[l] * z[l];
   Real g[(P + 1) * W];
   radial_derivatives_lanes<kind, P, Real, W>(s, h, g);

@@ -10,6 +10,17 @@
 #include <type_traits>
 #include <utility>
 
+/// \brief Put before a loop over the W lanes of a batch so that it is vectorised as it stands:
+/// GCC would otherwise unroll the short lane loop completely and then vectorise the loop around
+/// it over table entries, with gathers.
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDA_ARCH__) && defined(_OPENMP)
+#define KFMM_LANE_LOOP _Pragma("omp simd")
+#elif defined(__GNUC__) && !defined(__clang__) && !defined(__CUDA_ARCH__)
+#define KFMM_LANE_LOOP _Pragma("GCC unroll 1")
+#else
+#define KFMM_LANE_LOOP
+#endif
+
 namespace kfmm {
 
 /// \brief Number of coefficients of an expansion of order P: multi-indices with |n| ≤ P.
@@ -139,6 +150,7 @@ KOKKOS_FORCEINLINE_FUNCTION void monomials(Real ux, Real uy, Real uz, Real* w) {
 /// Plain loops over the index table, the lane loop innermost so that it vectorises.
 template <int P, bool with_factorial, class Real, int W>
 KOKKOS_INLINE_FUNCTION void monomials_lanes(Real const* ux, Real const* uy, Real const* uz, Real* w) {
+  KFMM_LANE_LOOP
   for (int l = 0; l < W; ++l) w[l] = Real(1);
   for (int i = 1; i < ncoeff<P>; ++i) {
     int const axis = multi_index_table<P>.axis[i];
@@ -147,8 +159,10 @@ KOKKOS_INLINE_FUNCTION void monomials_lanes(Real const* ux, Real const* uy, Real
     Real* out = w + i * W;
     if constexpr (with_factorial) {
       Real const inv = Real(multi_index_table<P>.inv_exp[i]);
+      KFMM_LANE_LOOP
       for (int l = 0; l < W; ++l) out[l] = parent[l] * (u[l] * inv);
     } else {
+      KFMM_LANE_LOOP
       for (int l = 0; l < W; ++l) out[l] = parent[l] * u[l];
     }
   }

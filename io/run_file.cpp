@@ -60,7 +60,7 @@ Key const keys[] = {
   {"time.output_every", "int", "0", "fixed: an output every this many steps up to time.end (0: use time.outputs)", "", 0, 1e12},
   {"time.eta", "float", "0.025", "adaptive: accuracy factor η", "", 1e-300, 1e300},
   {"time.dt_max", "float", ".inf", "adaptive: largest time step", "", 1e-300, std::numeric_limits<double>::infinity()},
-  {"units.system", "string", "model", "model: the units the initial conditions are drawn in (astro for clumps; plain for plummer, hernquist, uniform and files); plain: G = 1; astro: kpc, km/s, Msun as scaled below (jz-fmm's UnitConfig)", "model|plain|astro"},
+  {"units.system", "string", "model", "model: the units the initial conditions come in (astro for clumps; plain for plummer, hernquist, uniform; those recorded in ic.file); plain: G = 1; astro: kpc, km/s, Msun as scaled below (jz-fmm's UnitConfig)", "model|plain|astro"},
   {"units.length_in_kpc", "float", "1", "astro: length unit in kpc", "", 1e-300, 1e300},
   {"units.velocity_in_kmps", "float", "1", "astro: velocity unit in km/s", "", 1e-300, 1e300},
   {"units.mass_in_msol", "float", "1e10", "astro: mass unit in solar masses (GADGET's 1e10 Msun: the clumps' total mass 1 is 1e10 Msun)", "", 1e-300, 1e300},
@@ -68,7 +68,7 @@ Key const keys[] = {
   {"output.snapshots", "bool", "true", "write a snapshot at every output time"},
   {"output.layout", "string", "single", "single: one snapshot_NNN.hdf5; per-rank: snapdir_NNN/ with a file per rank", "single|per-rank"},
   {"output.precision", "string", "float", "stored type of coordinates, velocities, masses, forces", "float|double"},
-  {"output.compression", "int", "0", "0: contiguous datasets; 1..9: chunked + shuffle + deflate level", "", 0, 9},
+  {"output.compression", "int", "1", "0: contiguous datasets (fastest to write); 1..9: chunked + shuffle + deflate level (1: about 43 % smaller for clumps)", "", 0, 9},
   {"output.diagnostics", "string", "diagnostics.csv", "per-step energies and momenta, inside output.directory (empty: none)"},
   {"output.restart_every", "int", "0", "also write a restart every this many steps (always on SIGTERM/SIGINT and at the end)", "", 0, 1e12},
 };
@@ -284,8 +284,9 @@ RunSettings settings_from(YAML::Node const& root, std::string const& source) {
   simulation.lattice.dv = values.number("integrator.lattice_dv");
   simulation.schedule = read_schedule(values);
 
-  // Clumps are drawn in kpc and km/s (jz-fmm's guide); the equilibrium models in G = 1 units.
+  // Clumps are drawn in kpc and km/s (jz-fmm's guide), the equilibrium models in G = 1 units.
   std::string units = values.string("units.system");
+  settings.units_from_ic_file = units == "model" && ic_kind == "file";
   if (units == "model") units = ic_kind == "clumps" ? "astro" : "plain";
   simulation.units = units == "astro"
                          ? UnitSystem::astro(values.number("units.length_in_kpc"), values.number("units.velocity_in_kmps"),

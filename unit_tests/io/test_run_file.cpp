@@ -52,6 +52,10 @@ TEST(RunFile, ModelUnitsAreThoseOfTheInitialConditions) {
   auto const plummer_astro = kfmm::parse_run_text("ic: {kind: plummer}\nunits: {system: astro, mass_in_msol: 1}\n",
                                                   "run.yaml");
   EXPECT_DOUBLE_EQ(plummer_astro.simulation.fmm.G, 4.30071057317063e-06);
+  EXPECT_FALSE(plummer.units_from_ic_file);
+  EXPECT_TRUE(kfmm::parse_run_text("ic: {kind: file, file: ics.hdf5}\n", "run.yaml").units_from_ic_file);
+  EXPECT_FALSE(
+      kfmm::parse_run_text("ic: {kind: file, file: ics.hdf5}\nunits: {system: plain}\n", "run.yaml").units_from_ic_file);
 }
 
 TEST(RunFile, KeysMarkdownIsAFourColumnTable) {
