@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
     bool const root = environment.world().is_root();
     CLI::App app{"kfmm: Fast Multipole Method gravity for N-body simulations (Kokkos + MPI)", "kfmm"};
     app.set_version_flag("--version", fmt::format("kfmm {} (Kokkos {}, backend {})", KFMM_VERSION_STRING,
-                                                  KOKKOS_VERSION, kfmm::compat::backend_name<kfmm::ExecutionSpace>()));
+                                                  kfmm::compat::version_string(), kfmm::compat::backend_name<kfmm::ExecutionSpace>()));
     app.require_subcommand(1);
     kfmm::app::add_ic_command(app, environment);
     kfmm::app::add_info_command(app, environment);

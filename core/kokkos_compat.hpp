@@ -8,6 +8,7 @@
 #include <Kokkos_Sort.hpp>
 
 #include <cstdint>
+#include <string>
 
 #define KFMM_KOKKOS_VERSION_GE(M, m, p) (KOKKOS_VERSION >= ((M)*10000 + (m)*100 + (p)))
 
@@ -90,6 +91,12 @@ void sort(ExecutionSpace const& space, View const& view) {
   space.fence();
   Kokkos::sort(view);
 #endif
+}
+
+/// Kokkos version as "major.minor.patch".
+inline std::string version_string() {
+  return std::to_string(KOKKOS_VERSION / 10000) + "." + std::to_string(KOKKOS_VERSION / 100 % 100) + "." +
+         std::to_string(KOKKOS_VERSION % 100);
 }
 
 /// Name of the backend of an execution space ("OpenMP", "Cuda", ...).

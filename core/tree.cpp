@@ -1,17 +1,11 @@
 #include <kfmm/core/error.hpp>
 #include <kfmm/core/tree.hpp>
+#include <kfmm/core/view_growth.hpp>
 
 namespace kfmm {
 
 namespace {
 
-// Grows a View to at least n entries (×1.5), keeping its content.
-template <class View>
-void grow(View& view, std::size_t n) {
-  if (view.extent(0) >= n) return;
-  std::size_t const grown = view.extent(0) + view.extent(0) / 2;
-  Kokkos::resize(view, n > grown ? n : grown);
-}
 
 // First index in [begin, end) whose key is ≥ value.
 KOKKOS_INLINE_FUNCTION int lower_bound(ScalarView<std::uint64_t const> const& keys, int begin, int end,
@@ -44,12 +38,12 @@ void build_tree(ExecutionSpace const& space, ScalarView<std::uint64_t const> key
     return;
   }
   std::size_t const estimate = 2 * static_cast<std::size_t>(n) / leaf_size + 64;
-  grow(tree.code, estimate);
-  grow(tree.particle_begin, estimate);
-  grow(tree.particle_end, estimate);
-  grow(tree.child_begin, estimate);
-  grow(tree.child_end, estimate);
-  grow(tree.child_index, estimate);
+  grow_preserving(tree.code, estimate);
+  grow_preserving(tree.particle_begin, estimate);
+  grow_preserving(tree.particle_end, estimate);
+  grow_preserving(tree.child_begin, estimate);
+  grow_preserving(tree.child_end, estimate);
+  grow_preserving(tree.child_index, estimate);
 
   // The root cell holds every key.
   {
@@ -111,12 +105,12 @@ void build_tree(ExecutionSpace const& space, ScalarView<std::uint64_t const> key
         added);
     int const next = tree.num_nodes;
     std::size_t const needed = static_cast<std::size_t>(next) + added;
-    grow(tree.code, needed);
-    grow(tree.particle_begin, needed);
-    grow(tree.particle_end, needed);
-    grow(tree.child_begin, needed);
-    grow(tree.child_end, needed);
-    grow(tree.child_index, needed);
+    grow_preserving(tree.code, needed);
+    grow_preserving(tree.particle_begin, needed);
+    grow_preserving(tree.particle_end, needed);
+    grow_preserving(tree.child_begin, needed);
+    grow_preserving(tree.child_end, needed);
+    grow_preserving(tree.child_index, needed);
     code = tree.code;
     pbegin = tree.particle_begin;
     pend = tree.particle_end;

@@ -1,6 +1,7 @@
 #include <kfmm/comm/decomposition.hpp>
 #include <kfmm/comm/exchange_plan.hpp>
 #include <kfmm/core/error.hpp>
+#include <kfmm/core/view_growth.hpp>
 #include <kfmm/fmm/distributed_tree.hpp>
 
 #include <algorithm>
@@ -13,10 +14,6 @@ namespace {
 
 constexpr int geometry_doubles = 7;  // centre[3], radius, mass, scale, flags
 
-template <class View>
-void grow(View& view, std::size_t n) {
-  if (view.extent(0) < n) Kokkos::resize(view, n + n / 2 + 16);
-}
 
 int owner_of(std::vector<std::uint64_t> const& splitters, std::uint64_t code) {
   std::uint64_t const key = code_first_key(code);
@@ -157,16 +154,16 @@ int DistributedTree::append_nodes(ExecutionSpace const& space, Records const& re
   int const count = static_cast<int>(records.size());
   if (count == 0) return first;
   std::size_t const total = static_cast<std::size_t>(first) + count;
-  grow(tree.code, total);
-  grow(tree.particle_begin, total);
-  grow(tree.particle_end, total);
-  grow(tree.child_begin, total);
-  grow(tree.child_end, total);
-  grow(geometry.centre, total);
-  grow(geometry.radius, total);
-  grow(geometry.mass, total);
-  grow(geometry.scale, total);
-  grow(geometry.flags, total);
+  grow_preserving(tree.code, total);
+  grow_preserving(tree.particle_begin, total);
+  grow_preserving(tree.particle_end, total);
+  grow_preserving(tree.child_begin, total);
+  grow_preserving(tree.child_end, total);
+  grow_preserving(geometry.centre, total);
+  grow_preserving(geometry.radius, total);
+  grow_preserving(geometry.mass, total);
+  grow_preserving(geometry.scale, total);
+  grow_preserving(geometry.flags, total);
   pass.reserve_nodes(total);
   Kokkos::View<double**, MemorySpace> packed("kfmm::distributed::unpacked", count, records.per_record);
   Kokkos::View<std::uint64_t*, MemorySpace> codes("kfmm::distributed::unpacked_codes", count);
@@ -226,8 +223,8 @@ void DistributedTree::index_local_nodes(Tree<> const& tree) {
 void DistributedTree::decompose(ExecutionSpace const& space, Context const& context, BoundingCube const& cube,
                                 int leaf_size, Particles<MemorySpace>& particles, ScalarView<std::uint64_t>& keys) {
   std::size_t const n = particles.num;
-  grow(keys, n);
-  grow(permutation_, n);
+  grow_preserving(keys, n);
+  grow_preserving(permutation_, n);
   compute_keys(space, cube, particles.pos, n, keys);
   // Sorting first lets cells be counted by binary search (and the sample sort pick quantiles).
   sorter_.sort(space, keys, permutation_, n);
@@ -374,7 +371,7 @@ int DistributedTree::assemble_top_tree(ExecutionSpace const& space, Context cons
   }
   std::size_t entries = 0;
   for (auto const& [node, kids] : children) entries += kids.size();
-  grow(tree.child_index, child_used_ + entries);
+  grow_preserving(tree.child_index, child_used_ + entries);
   {
     auto cindex = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.child_index);
     auto cbegin = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.child_begin);
@@ -508,7 +505,7 @@ bool DistributedTree::import_children(ExecutionSpace const& space, Context const
   // Attach the children to the requested nodes (answers come back rank by rank, in request order).
   int const first = append_nodes(space, received, node_unopened, tree, geometry, pass);
   std::size_t total_children = received.size();
-  grow(tree.child_index, child_used_ + total_children);
+  grow_preserving(tree.child_index, child_used_ + total_children);
   auto cindex_new = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.child_index);
   auto cbegin_new = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.child_begin);
   auto cend_new = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.child_end);
@@ -575,8 +572,8 @@ PassParticles DistributedTree::import_leaf_particles(ExecutionSpace const& space
       bytes_sent_, bytes_received_);
   int const imported = static_cast<int>(answers.codes.size());
   imported_particles_ = imported;
-  grow(source_pos_, n + imported);
-  grow(source_mass_, n + imported);
+  grow_preserving(source_pos_, n + imported);
+  grow_preserving(source_mass_, n + imported);
   Kokkos::deep_copy(space, Kokkos::subview(source_pos_, Kokkos::make_pair(0, n), Kokkos::ALL),
                     Kokkos::subview(particles.pos, Kokkos::make_pair(0, n), Kokkos::ALL));
   Kokkos::deep_copy(space, Kokkos::subview(source_mass_, Kokkos::make_pair(0, n)),

@@ -1,4 +1,5 @@
 #include <kfmm/core/error.hpp>
+#include <kfmm/core/view_growth.hpp>
 #include <kfmm/fmm/dual_tree_walk.hpp>
 
 #include <limits>
@@ -9,10 +10,6 @@ namespace {
 
 constexpr int max_children = 8;
 
-template <class View>
-void grow(View& view, std::size_t n) {
-  if (view.extent(0) < n) Kokkos::resize(view, n + n / 2 + 16);
-}
 
 // Exclusive scan in place; returns the total.
 int exclusive_scan(ExecutionSpace const& space, ScalarView<int> const& values, int n, char const* label) {
@@ -71,14 +68,14 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
   for (int l = 0; l < 2; ++l) {
     out[l]->segment_begin.assign(1, 0);
     out[l]->num_groups = out[l]->num_entries = 0;
-    grow(out[l]->offset, 1);
+    grow_preserving(out[l]->offset, 1);
   }
   // The first open pair list: (root, root), tested as it is in the first iteration; none
   // without a root (no particles on this rank).
   PairLists* open = &open_[0];
-  grow(open->target, 1);
-  grow(open->offset, 2);
-  grow(open->source, 1);
+  grow_preserving(open->target, 1);
+  grow_preserving(open->offset, 2);
+  grow_preserving(open->source, 1);
   open->num_groups = open->num_entries = root >= 0 ? 1 : 0;
   {
     auto target = open->target;
@@ -99,7 +96,7 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
                      geometry.centre,  geometry.radius, theta,             kernel_reach};
     int const groups = open->num_groups;
     int const slots = groups * max_children;
-    for (auto& c : counts_) grow(c, slots + 1);
+    for (auto& c : counts_) grow_preserving(c, slots + 1);
     // counts_[k] for k = kind: entries of that kind per (group, child slot);
     // counts_[3 + k]: 1 if that (group, slot) has any entry of kind k (becomes a group).
     ScalarView<int> entries[3] = {counts_[0], counts_[1], counts_[2]};
@@ -141,9 +138,9 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
       PairLists& list = *out[k];
       entry_base[k] = k == 2 ? 0 : list.num_entries;
       group_base[k] = k == 2 ? 0 : list.num_groups;
-      grow(list.target, group_base[k] + group_total[k]);
-      grow(list.offset, group_base[k] + group_total[k] + 1);
-      grow(list.source, entry_base[k] + entry_total[k]);
+      grow_preserving(list.target, group_base[k] + group_total[k]);
+      grow_preserving(list.offset, group_base[k] + group_total[k] + 1);
+      grow_preserving(list.source, entry_base[k] + entry_total[k]);
     }
     ScalarView<int> out_target[3] = {m2l.target, p2p.target, next->target};
     ScalarView<int> out_offset[3] = {m2l.offset, p2p.offset, next->offset};

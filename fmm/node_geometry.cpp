@@ -1,17 +1,9 @@
+#include <kfmm/core/view_growth.hpp>
 #include <kfmm/fmm/node_geometry.hpp>
 
 #include <cmath>
 
 namespace kfmm {
-
-namespace {
-
-template <class View>
-void grow(View& view, std::size_t n) {
-  if (view.extent(0) < n) Kokkos::resize(view, n + n / 2 + 16);
-}
-
-}  // namespace
 
 double root_scale(BoundingCube const& cube) { return std::exp2(std::ceil(std::log2(cube.size))); }
 
@@ -81,11 +73,11 @@ struct NodeGeometryFunctor {
 NodeGeometryFunctor make_functor(Tree<> const& tree, Vec3View<double> const& pos, ScalarView<double> const& mass,
                                  ExpansionCentre centre_kind, BoundingCube const& cube, NodeGeometry& geometry) {
   std::size_t const n = tree.code.extent(0);
-  grow(geometry.centre, n);
-  grow(geometry.radius, n);
-  grow(geometry.mass, n);
-  grow(geometry.scale, n);
-  grow(geometry.flags, n);
+  grow_preserving(geometry.centre, n);
+  grow_preserving(geometry.radius, n);
+  grow_preserving(geometry.mass, n);
+  grow_preserving(geometry.scale, n);
+  grow_preserving(geometry.flags, n);
   return NodeGeometryFunctor{tree.code,
                              tree.particle_begin,
                              tree.particle_end,
