@@ -38,12 +38,7 @@ void build_tree(ExecutionSpace const& space, ScalarView<std::uint64_t const> key
     return;
   }
   std::size_t const estimate = 2 * static_cast<std::size_t>(n) / leaf_size + 64;
-  grow_preserving(tree.code, estimate);
-  grow_preserving(tree.particle_begin, estimate);
-  grow_preserving(tree.particle_end, estimate);
-  grow_preserving(tree.child_begin, estimate);
-  grow_preserving(tree.child_end, estimate);
-  grow_preserving(tree.child_index, estimate);
+  tree.reserve(estimate);
 
   // The root cell holds every key.
   {
@@ -105,12 +100,7 @@ void build_tree(ExecutionSpace const& space, ScalarView<std::uint64_t const> key
         added);
     int const next = tree.num_nodes;
     std::size_t const needed = static_cast<std::size_t>(next) + added;
-    grow_preserving(tree.code, needed);
-    grow_preserving(tree.particle_begin, needed);
-    grow_preserving(tree.particle_end, needed);
-    grow_preserving(tree.child_begin, needed);
-    grow_preserving(tree.child_end, needed);
-    grow_preserving(tree.child_index, needed);
+    tree.reserve(needed);
     code = tree.code;
     pbegin = tree.particle_begin;
     pend = tree.particle_end;

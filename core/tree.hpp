@@ -2,6 +2,7 @@
 /// \file
 /// \brief Octree topology built level by level from sorted Peano–Hilbert keys.
 #include <kfmm/core/types.hpp>
+#include <kfmm/core/view_growth.hpp>
 
 #include <cstdint>
 #include <vector>
@@ -45,6 +46,16 @@ struct Tree {
   int num_nodes = 0;
 
   int num_levels() const { return static_cast<int>(level_offset.size()) - 1; }
+
+  /// Makes room for at least `n` nodes (and child-list entries), keeping the content.
+  void reserve(std::size_t n) {
+    grow_preserving(code, n);
+    grow_preserving(particle_begin, n);
+    grow_preserving(particle_end, n);
+    grow_preserving(child_begin, n);
+    grow_preserving(child_end, n);
+    grow_preserving(child_index, n);
+  }
 };
 
 /// \brief Builds the tree of `n` sorted keys: leaves are the largest cells with at most

@@ -154,11 +154,7 @@ int DistributedTree::append_nodes(ExecutionSpace const& space, Records const& re
   int const count = static_cast<int>(records.size());
   if (count == 0) return first;
   std::size_t const total = static_cast<std::size_t>(first) + count;
-  grow_preserving(tree.code, total);
-  grow_preserving(tree.particle_begin, total);
-  grow_preserving(tree.particle_end, total);
-  grow_preserving(tree.child_begin, total);
-  grow_preserving(tree.child_end, total);
+  tree.reserve(total);
   grow_preserving(geometry.centre, total);
   grow_preserving(geometry.radius, total);
   grow_preserving(geometry.mass, total);
