@@ -407,13 +407,18 @@ int DistributedTree::assemble_top_tree(ExecutionSpace const& space, Context cons
   int const count = static_cast<int>(by_level.size());
   for (int i = 0; i < count; ++i) list_host(i) = by_level[i].second;
   Kokkos::deep_copy(space, list, list_host);
+  // The reduction runs over `shared` (sorted codes, the same on every rank), not over by_level,
+  // whose order follows this rank's node numbering.
   std::vector<int> present(count), counter(count);
-  for (int i = 0; i < count; ++i) present[i] = local_index_.count(code_of(by_level[i].second)) ? context.rank() : context.size();
+  for (int i = 0; i < count; ++i) present[i] = local_index_.count(shared[i]) ? context.rank() : context.size();
   MPI_Allreduce(present.data(), counter.data(), count, MPI_INT, MPI_MIN, context.comm());
   ScalarView<int> counted("kfmm::distributed::counted", count);
   {
     auto counted_host = Kokkos::create_mirror_view(counted);
-    for (int i = 0; i < count; ++i) counted_host(i) = counter[i] == context.rank() ? int(node_counted) : 0;
+    for (int i = 0; i < count; ++i) {
+      auto const at = std::lower_bound(shared.begin(), shared.end(), code_of(by_level[i].second)) - shared.begin();
+      counted_host(i) = counter[at] == context.rank() ? int(node_counted) : 0;
+    }
     Kokkos::deep_copy(space, counted, counted_host);
   }
   {

@@ -15,36 +15,47 @@ struct NearFieldScratch {
   Kokkos::View<Real* [4], Kokkos::LayoutLeft, MemorySpace> xm{"kfmm::fmm::p2p::xm", 0};  ///< x, y, z (relative), m
 };
 
+/// \brief Number of sources p2p_sources() handles side by side: 16 independent partial sums per
+/// target on CPUs (float and double), so that the loop vectorises without reassociating a
+/// reduction (GCC does not vectorise a plain floating-point sum) and the result does not depend
+/// on the vector unit; 1 on GPUs, where the team's threads are the parallelism.
+template <class ExecSpace>
+inline constexpr int p2p_width = compat::is_gpu_backend<ExecSpace>() ? 1 : 16;
+
 /// \brief One target particle against `count` gathered sources (positions relative to the
-/// target leaf's centre): accumulates Φ = Σ m K and ∇Φ. `self` is the index of the target itself
-/// among the sources (−1 if absent). A plain loop over contiguous arrays, so that it vectorises.
-template <SofteningKind kind, class Real>
+/// target leaf's centre; `count` a multiple of W, padding sources of mass 0): accumulates
+/// Φ = Σ m K and ∇Φ. `self` is the index of the target itself among the sources (−1 if absent).
+/// Source j goes to partial sum j mod W; the W partial sums are added in a fixed order at the
+/// end, so results are the same on every run and thread count.
+template <SofteningKind kind, class Real, int W>
 KOKKOS_INLINE_FUNCTION void p2p_sources(Real const* KOKKOS_RESTRICT x, Real const* KOKKOS_RESTRICT y,
                                         Real const* KOKKOS_RESTRICT z, Real const* KOKKOS_RESTRICT m, int count,
                                         int self, Real xi, Real yi, Real zi, Real h, Real& phi, Real& gx, Real& gy,
                                         Real& gz) {
-  Real p = 0, ax = 0, ay = 0, az = 0;
-#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
-#pragma GCC ivdep
-#endif
-  for (int j = 0; j < count; ++j) {
-    Real const dx = xi - x[j], dy = yi - y[j], dz = zi - z[j];
-    Real const r2 = dx * dx + dy * dy + dz * dz;
-    // The target itself and unsoftened coincident pairs contribute nothing.
-    bool const excluded = j == self || r2 + h * h == Real(0);
-    Real K, F;
-    pair_kernel<kind, Real>(excluded ? Real(1) : r2, h, K, F);
-    Real const w = excluded ? Real(0) : m[j];
-    p += w * K;
-    Real const wf = w * F;
-    ax -= wf * dx;
-    ay -= wf * dy;
-    az -= wf * dz;
+  Real p[W] = {}, ax[W] = {}, ay[W] = {}, az[W] = {};
+  for (int first = 0; first < count; first += W) {
+    for (int l = 0; l < W; ++l) {
+      int const j = first + l;
+      Real const dx = xi - x[j], dy = yi - y[j], dz = zi - z[j];
+      Real const r2 = dx * dx + dy * dy + dz * dz;
+      // The target itself and unsoftened coincident pairs contribute nothing.
+      bool const excluded = (j == self) | (r2 + h * h == Real(0));
+      Real K, F;
+      pair_kernel<kind, Real>(excluded ? Real(1) : r2, h, K, F);
+      Real const w = excluded ? Real(0) : m[j];
+      p[l] += w * K;
+      Real const wf = w * F;
+      ax[l] -= wf * dx;
+      ay[l] -= wf * dy;
+      az[l] -= wf * dz;
+    }
   }
-  phi += p;
-  gx += ax;
-  gy += ay;
-  gz += az;
+  for (int l = 0; l < W; ++l) {
+    phi += p[l];
+    gx += ax[l];
+    gy += ay[l];
+    gz += az[l];
+  }
 }
 
 /// \brief Adds the near field to `phi` and `grad` for every target particle and returns the
@@ -90,8 +101,10 @@ std::uint64_t near_field(ExecutionSpace const& space, Tree<> const& tree, NodeGe
   using Policy = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>;
   using Member = typename Policy::member_type;
   using Scratch = Kokkos::View<Real*, typename ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+  constexpr int W = p2p_width<ExecutionSpace>;
   int const team_size = compat::is_gpu_backend<ExecutionSpace>() ? 128 : 1;
-  std::size_t const scratch_bytes = 4 * Scratch::shmem_size(max_sources > 0 ? max_sources : 1);
+  int const capacity = (max_sources / W + 1) * W;  // room for the padding to a multiple of W
+  std::size_t const scratch_bytes = 4 * Scratch::shmem_size(capacity);
   std::uint64_t pairs = 0;
   for (int s = 0; s < lists.num_segments(); ++s) {
     int const first = lists.segment_begin[s];
@@ -103,8 +116,8 @@ std::uint64_t near_field(ExecutionSpace const& space, Tree<> const& tree, NodeGe
         KOKKOS_LAMBDA(Member const& team, std::uint64_t& count) {
           int const g = first + team.league_rank();
           int const a = target(g);
-          Scratch sx(team.team_scratch(1), max_sources), sy(team.team_scratch(1), max_sources),
-              sz(team.team_scratch(1), max_sources), sm(team.team_scratch(1), max_sources);
+          Scratch sx(team.team_scratch(1), capacity), sy(team.team_scratch(1), capacity),
+              sz(team.team_scratch(1), capacity), sm(team.team_scratch(1), capacity);
           // Gather the sources relative to the target leaf's centre; remember where a itself lands.
           int total = 0, self = -1;
           for (int e = offset(g); e < offset(g + 1); ++e) {
@@ -123,12 +136,17 @@ std::uint64_t near_field(ExecutionSpace const& space, Tree<> const& tree, NodeGe
             });
             total += nb;
           }
+          // Pad to a multiple of W with massless sources at the centre.
+          int const padded = (total + W - 1) / W * W;
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, total, padded), [&](int j) {
+            sx(j) = sy(j) = sz(j) = sm(j) = Real(0);
+          });
           team.team_barrier();
           int const ia = pbegin(a);
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, pend(a) - ia), [&](int t) {
             int const i = ia + t;
             Real p = 0, gx = 0, gy = 0, gz = 0;
-            p2p_sources<kind, Real>(sx.data(), sy.data(), sz.data(), sm.data(), total, self >= 0 ? self + t : -1,
+            p2p_sources<kind, Real, W>(sx.data(), sy.data(), sz.data(), sm.data(), padded, self >= 0 ? self + t : -1,
                                     xm(i, 0), xm(i, 1), xm(i, 2), h, p, gx, gy, gz);
             phi(i) += p;
             grad(i, 0) += gx;

@@ -36,27 +36,25 @@ KOKKOS_INLINE_FUNCTION void pair_kernel(Real r2, Real h, Real& K, Real& F) {
     K = inv;
     F = inv * inv * inv;
   } else {
+    // Every branch is computed and one selected, so that loops over pairs vectorise.
     Real const r = sqrt(r2);
-    if (r >= h) {
-      Real const inv = Real(1) / r;
-      K = inv;
-      F = inv * inv * inv;
-    } else {
-      // GADGET-4 cubic spline (Springel 2005, eqs. in forcetree.h), u = r/h.
-      Real const hinv = Real(1) / h;
-      Real const u = r * hinv;
-      if (u < Real(0.5)) {
-        K = hinv * (Real(-2.8) + u * u * (Real(5.333333333333) + u * u * (Real(6.4) * u - Real(9.6))));
-        F = hinv * hinv * hinv * (Real(10.666666666667) + u * u * (Real(32.0) * u - Real(38.4)));
-      } else {
-        K = hinv * (Real(-3.2) + Real(0.066666666667) / u +
-                    u * u * (Real(10.666666666667) + u * (Real(-16.0) + u * (Real(9.6) - Real(2.133333333333) * u))));
-        F = hinv * hinv * hinv *
-            (Real(21.333333333333) - Real(48.0) * u + Real(38.4) * u * u - Real(10.666666666667) * u * u * u -
-             Real(0.066666666667) / (u * u * u));
-      }
-      K = -K;
-    }
+    Real const inv = Real(1) / r;  // 1/r, also 1/u = h/r for the outer spline segment
+    Real const hinv = Real(1) / h;
+    Real const hinv3 = hinv * hinv * hinv;
+    Real const u = r * hinv, u2 = u * u;
+    // GADGET-4 cubic spline (Springel 2005, eqs. in forcetree.h), u = r/h < 1/2 and 1/2 ≤ u < 1.
+    Real const K_inner = hinv * (Real(2.8) - u2 * (Real(5.333333333333) + u2 * (Real(6.4) * u - Real(9.6))));
+    Real const F_inner = hinv3 * (Real(10.666666666667) + u2 * (Real(32.0) * u - Real(38.4)));
+    Real const inv_u = h * inv;
+    Real const K_outer =
+        hinv * (Real(3.2) - Real(0.066666666667) * inv_u -
+                u2 * (Real(10.666666666667) + u * (Real(-16.0) + u * (Real(9.6) - Real(2.133333333333) * u))));
+    Real const F_outer = hinv3 * (Real(21.333333333333) - Real(48.0) * u + Real(38.4) * u2 -
+                                  Real(10.666666666667) * u2 * u - Real(0.066666666667) * inv_u * inv_u * inv_u);
+    Real const K_spline = u < Real(0.5) ? K_inner : K_outer;
+    Real const F_spline = u < Real(0.5) ? F_inner : F_outer;
+    K = r < h ? K_spline : inv;
+    F = r < h ? F_spline : inv * inv * inv;
   }
 }
 
