@@ -75,6 +75,9 @@ void bench(Environment const& environment, BenchOptions const& options, FMMConfi
   ForceStats const& last = runs.back();
   AccuracyReport const accuracy =
       measure_accuracy(context, particles, solver.potential(), solver.acceleration(), config, options.samples);
+  std::uint64_t const imported[2] = {last.imported_nodes, last.imported_particles};
+  std::uint64_t imported_max[2] = {0, 0};
+  MPI_Allreduce(imported, imported_max, 2, MPI_UINT64_T, MPI_MAX, context.comm());
   if (!context.is_root()) return;
   double const rate = particles.num_total / slowest_total;
   if (options.json) {
@@ -86,12 +89,14 @@ void bench(Environment const& environment, BenchOptions const& options, FMMConfi
         "\"leaf_size\": {}, \"precision\": \"{}\", \"kernel\": \"{}\", \"softening\": {}, \"seconds\": {:.6g}, "
         "\"particles_per_second\": {:.6g}, \"phases\": {{{}}}, \"p2p_pairs\": {}, \"m2l\": {}, \"nodes\": {}, "
         "\"leaves\": {}, \"particles_min\": {}, \"particles_max\": {}, \"bytes_sent_max\": {}, "
-        "\"bytes_received_max\": {}, \"samples\": {}, \"force_l2\": {:.4g}, \"median\": {:.4g}, \"p99\": {:.4g}, "
+        "\"bytes_received_max\": {}, \"imported_nodes_max\": {}, \"imported_particles_max\": {}, "
+        "\"cost_imbalance\": {:.4g}, \"samples\": {}, \"force_l2\": {:.4g}, \"median\": {:.4g}, \"p99\": {:.4g}, "
         "\"max\": {:.4g}, \"potential_l2\": {:.4g}}}\n",
         source, particles.num_total, context.size(), environment.threads(), config.order, config.theta,
         config.leaf_size, to_string(config.precision), to_string(config.softening), config.softening_length,
         slowest_total, rate, phase_json, last.p2p_pairs, last.m2l, last.nodes, last.leaves, last.particles_min,
-        last.particles_max, last.bytes_sent_max, last.bytes_received_max, accuracy.samples, accuracy.force_l2,
+        last.particles_max, last.bytes_sent_max, last.bytes_received_max, imported_max[0], imported_max[1],
+        last.cost_imbalance, accuracy.samples, accuracy.force_l2,
         accuracy.median, accuracy.p99, accuracy.max, accuracy.potential_l2);
     return;
   }
@@ -106,10 +111,11 @@ void bench(Environment const& environment, BenchOptions const& options, FMMConfi
              last.p2p_pairs, double(last.p2p_pairs) / particles.num_total, last.m2l,
              double(last.m2l) / particles.num_total, last.nodes, last.leaves);
   if (context.size() > 1)
-    fmt::print("  ranks: particles min/mean/max {}/{:.0f}/{}; sent/received max {:.3g}/{:.3g} MB; rank 0 imported "
-               "{} nodes, {} particles\n",
-               last.particles_min, last.particles_mean, last.particles_max, last.bytes_sent_max / 1e6,
-               last.bytes_received_max / 1e6, last.imported_nodes, last.imported_particles);
+    fmt::print("  ranks: particles min/mean/max {}/{:.0f}/{}; cost imbalance (max/mean) {:.3f}; sent/received max "
+               "{:.3g}/{:.3g} MB; imported at most {} nodes, {} particles\n",
+               last.particles_min, last.particles_mean, last.particles_max, last.cost_imbalance,
+               last.bytes_sent_max / 1e6, last.bytes_received_max / 1e6, imported_max[0], imported_max[1]);
+  if (accuracy.samples == 0) return;
   fmt::print("  accuracy vs direct summation ({} targets): force E = {:.3g}, median {:.3g}, 99% {:.3g}, max {:.3g}; "
              "potential {:.3g}\n",
              accuracy.samples, accuracy.force_l2, accuracy.median, accuracy.p99, accuracy.max, accuracy.potential_l2);

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -248,6 +249,18 @@ TEST_F(SolverTest, DistributedResultEqualsSingleRankResult) {
   EXPECT_EQ(distributed.stats().p2p_pairs, single.stats().p2p_pairs);
   // M2L into a shared cell runs on every rank holding part of it and is counted by exactly one.
   EXPECT_EQ(distributed.stats().m2l, single.stats().m2l);
+  // The measured load imbalance (max/mean of the per-rank cost) is reported, and the next
+  // evaluation, decomposed by those costs, is not worse balanced than a count split.
+  double const by_count = distributed.stats().cost_imbalance;
+  distributed.compute(mine);
+  double const by_cost = distributed.stats().cost_imbalance;
+  if (world.rank() == 0) std::printf("cost imbalance %.4f (count split), %.4f (cost split)\n", by_count, by_cost);
+  if (world.size() > 1) {
+    EXPECT_GT(by_count, 1.0);
+    EXPECT_LE(by_cost, by_count * 1.02);
+  } else {
+    EXPECT_EQ(by_cost, 1.0);
+  }
 }
 
 TEST_F(SolverTest, InvalidConfigurationsAreNamed) {
