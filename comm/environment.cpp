@@ -73,6 +73,10 @@ Environment::Environment(int& argc, char**& argv) {
   int kargc = static_cast<int>(args.size());
   args.push_back(nullptr);
   char** kargv = args.data();
+  // Unset OMP_PROC_BIND means no binding in libgomp already; saying so keeps Kokkos' OpenMP
+  // backend from printing a warning on stdout, which would corrupt output such as
+  // `kfmm run --print-default > run.yaml`. An explicit setting is left alone.
+  if (!compat::is_gpu_backend<ExecutionSpace>()) setenv("OMP_PROC_BIND", "false", 0);
   Kokkos::initialize(kargc, kargv);
   threads_ = compat::concurrency(ExecutionSpace());
 

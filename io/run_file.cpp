@@ -35,7 +35,7 @@ struct Key {
 Key const keys[] = {
   {"ic.kind", "string", "clumps", "initial conditions: generated model, or `file` to read ic.file", "clumps|plummer|hernquist|uniform|file"},
   {"ic.file", "string", "", "GADGET-4 HDF5 snapshot to start from (required when ic.kind is file)"},
-  {"ic.n", "int", "100000", "number of particles (generated models)", "", 2, 1e12},
+  {"ic.n", "int", "200000", "number of particles (generated models)", "", 2, 1e12},
   {"ic.seed", "int", "42", "random seed of the generated model (same particles on any rank count)", "", 0, 9.2e18},
   {"ic.clumps", "int", "20", "number of Gaussian clumps (clumps only)", "", 1, 1e9},
   {"ic.truncation_radius", "float", "100", "Plummer/Hernquist: radii beyond this are redrawn", "", 1e-300, 1e300},

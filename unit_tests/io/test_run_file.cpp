@@ -27,7 +27,7 @@ void expect_contains(std::string const& message, std::initializer_list<char cons
 TEST(RunFile, DefaultFileParsesToTheDefaults) {
   auto const defaults = kfmm::parse_run_text("", "built-in default");
   auto const from_file = kfmm::parse_run_text(kfmm::default_run_file(), "default.yaml");
-  EXPECT_EQ(defaults.ic.n_total, 100000u);
+  EXPECT_EQ(defaults.ic.n_total, 200000u);
   EXPECT_EQ(defaults.ic.kind, kfmm::ICKind::GaussianClumps);
   EXPECT_EQ(defaults.simulation.integrator, kfmm::IntegratorKind::DKD);
   EXPECT_EQ(from_file.ic.n_total, defaults.ic.n_total);
@@ -37,7 +37,7 @@ TEST(RunFile, DefaultFileParsesToTheDefaults) {
   EXPECT_EQ(from_file.simulation.fmm.G, defaults.simulation.fmm.G);
   EXPECT_EQ(from_file.simulation.output.directory, defaults.simulation.output.directory);
   EXPECT_EQ(defaults.simulation.schedule.output_times.size(), 4u);
-  EXPECT_NE(kfmm::run_file_keys_markdown().find("| `ic.n` | int | `100000` |"), std::string::npos);
+  EXPECT_NE(kfmm::run_file_keys_markdown().find("| `ic.n` | int | `200000` |"), std::string::npos);
   // The clumps are drawn in kpc and km/s: the default run uses astro units with 1e10 Msun.
   EXPECT_EQ(defaults.simulation.units.name, "astro");
   EXPECT_DOUBLE_EQ(defaults.simulation.fmm.G, kfmm::UnitSystem::astro(1, 1, 1e10).G);
