@@ -11,6 +11,7 @@
 /// So |M̃_n| ≤ Σ m and |L̃_k| ~ φ at any order: float neither overflows nor underflows for tiny or
 /// huge nodes. Arrays are Real[ncoeff<P>] in the graded layout of multi_index.hpp.
 #include <kfmm/fmm/kernel_derivatives.hpp>
+#include <kfmm/fmm/lane_transpose.hpp>
 #include <kfmm/fmm/multi_index.hpp>
 
 namespace kfmm {
@@ -93,9 +94,8 @@ KOKKOS_INLINE_FUNCTION void m2l_lanes(int count, Real const* const* M_sources, R
   Real D[N * W];
   kernel_derivatives_lanes<kind, P, Real, W>(x, y, z, h_scaled, D);
 
-  Real a[N * W];  // M_n (−s_source/ρ)^|n|, lane-major: transpose by plain copies (cheaper than gathers)
-  for (int l = 0; l < W; ++l)
-    for (int n = 0; n < N; ++n) a[n * W + l] = l < count ? M_sources[l][n] : Real(0);
+  Real a[N * W];  // M_n (−s_source/ρ)^|n|, lane-major
+  transpose_to_lanes<N, W>(count, M_sources, a);
   for (int n = 0; n < N; ++n) {
     Real const* factor = source_factor + multi_index_table<P>.degree[n] * W;
     KFMM_LANE_LOOP
