@@ -112,6 +112,35 @@ TEST_F(SolverTest, SlowDefaultsMeetTheAccuracyTargetAt2e5) {
   }
 }
 
+// Newton's third law: every M2L pair and P2P pair is taken both ways with the same
+// truncation, so Σ m a vanishes up to round-off (not merely to the force error).
+TEST_F(SolverTest, TotalForceVanishesToRoundOff) {
+  for (Precision precision : {Precision::Double, Precision::Float}) {
+    for (ICKind kind : {ICKind::Plummer, ICKind::GaussianClumps}) {
+      auto const particles = make(kind, 20000);
+      FMMConfig config;
+      config.precision = precision;
+      ForceSolver solver(world, config);
+      ScalarView<double> pot;
+      Vec3View<double> acc;
+      solver.compute_in_input_order(particles, pot, acc);
+      auto const a = Kokkos::create_mirror_view_and_copy(HostSpace(), acc);
+      auto const m = Kokkos::create_mirror_view_and_copy(HostSpace(), particles.mass);
+      double sums[4] = {0, 0, 0, 0};
+      for (std::size_t i = 0; i < particles.num; ++i) {
+        for (int k = 0; k < 3; ++k) sums[k] += m(i) * a(i, k);
+        sums[3] += m(i) * std::hypot(a(i, 0), a(i, 1), a(i, 2));
+      }
+      double global[4];
+      MPI_Allreduce(sums, global, 4, MPI_DOUBLE, MPI_SUM, world.comm());
+      double const ratio = std::hypot(global[0], global[1], global[2]) / global[3];
+      if (world.rank() == 0)
+        std::printf("%s %s: |sum m a| / sum m|a| = %.3g\n", to_string(precision).c_str(), to_string(kind).c_str(), ratio);
+      EXPECT_LE(ratio, precision == Precision::Double ? 1e-13 : 1e-6) << to_string(kind);
+    }
+  }
+}
+
 TEST_F(SolverTest, ErrorFallsWithOrderAndWithTheta) {
   auto const particles = make(ICKind::Plummer, 4000);
   FMMConfig config;
