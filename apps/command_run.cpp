@@ -139,26 +139,17 @@ void run(Environment& environment, RunOptions const& options) {
   });
   std::string const restart_path = output.directory + "/restart";
 
-  SimulationState state;
   SnapshotHeader ic_header;
-  if (options.restart) {
-    if (settings.units_from_ic_file) read_particles(context, settings.ic_file, &ic_header);
-    state = read_restart(context, restart_path, config);
-  } else {
-    Particles<HostSpace> initial = settings.ic_file.empty() ? make_initial_conditions(context, settings.ic)
-                                                            : read_particles(context, settings.ic_file, &ic_header);
-    state.particles = to_device(initial);
-  }
+  Particles<HostSpace> initial;
+  if (!options.restart)
+    initial = settings.ic_file.empty() ? make_initial_conditions(context, settings.ic)
+                                       : read_particles(context, settings.ic_file, &ic_header);
+  else if (settings.units_from_ic_file)
+    read_particles(context, settings.ic_file, &ic_header);
   if (settings.units_from_ic_file) {
     settings.simulation.units = ic_header.units;
     settings.simulation.fmm.G = ic_header.units.G;
   }
-  if (context.is_root())
-    fmt::print("kfmm run: {} particles, {} on {} ranks ({}), {} integrator, {} units (G = {:.6g}), {} outputs to {} "
-               "from '{}'\n",
-               state.particles.num_total, settings.force_method == ForceMethod::FMM ? "FMM" : "direct summation",
-               context.size(), environment.summary(), to_string(config.integrator), config.units.name, config.fmm.G,
-               config.schedule.output_times.size(), output.directory, settings.source);
 
   std::optional<ForceSolver> solver;
   ForceFunction forces;
@@ -174,13 +165,26 @@ void run(Environment& environment, RunOptions const& options) {
   } else {
     forces = direct_forces(context, config.fmm.softening, config.fmm.softening_length, config.fmm.G);
   }
+  ForceSolver* const fmm_solver = solver ? &*solver : nullptr;
+
+  SimulationState state;
+  if (options.restart)
+    state = read_restart(context, restart_path, config, fmm_solver);  // with the saved decomposition weights
+  else
+    state.particles = to_device(initial);
+  if (context.is_root())
+    fmt::print("kfmm run: {} particles, {} on {} ranks ({}), {} integrator, {} units (G = {:.6g}), {} outputs to {} "
+               "from '{}'\n",
+               state.particles.num_total, settings.force_method == ForceMethod::FMM ? "FMM" : "direct summation",
+               context.size(), environment.summary(), to_string(config.integrator), config.units.name, config.fmm.G,
+               config.schedule.output_times.size(), output.directory, settings.source);
 
   std::vector<Observer> observers;
   if (!output.diagnostics_file.empty())
     observers.push_back(diagnostics_observer(context, output.directory + "/" + output.diagnostics_file,
                                              options.restart ? state.step : -1));
   if (output.snapshots) observers.push_back(snapshot_observer(context, settings));
-  observers.push_back(restart_observer(context, restart_path, config, output.restart_every));
+  observers.push_back(restart_observer(context, restart_path, config, output.restart_every, fmm_solver));
   observers.push_back(progress_observer(context, config, state.step, state.started ? state.time : config.schedule.start_time));
 
   long long const first_step = state.step;

@@ -49,10 +49,12 @@ class DistributedTree {
   /// (local ones first). Collective.
   PassParticles import_leaf_particles(ExecutionSpace const& space, Context const& context, PairLists const& p2p,
                                       Tree<>& tree, Particles<MemorySpace> const& particles);
-  /// Sends owner-order results back to input order: `work.id` holds (input rank << 40 | input index).
+  /// Sends owner-order results back to input order: `work.id` holds (input rank << 40 | input
+  /// index). `cost` and `cost_out` (per-particle cost weights) may be empty.
   void return_results(ExecutionSpace const& space, Context const& context, Particles<MemorySpace> const& work,
                       ScalarView<double> const& potential, Vec3View<double> const& acceleration,
-                      ScalarView<double> const& potential_out, Vec3View<double> const& acceleration_out);
+                      ScalarView<double> const& cost, ScalarView<double> const& potential_out,
+                      Vec3View<double> const& acceleration_out, ScalarView<double> const& cost_out);
 
   /// Per-particle cost of the last evaluation (owner order), used as weights by decompose().
   void set_costs(ScalarView<double> const& costs, std::size_t n) {

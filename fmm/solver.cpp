@@ -97,8 +97,34 @@ class ForceSolver::Impl {
     compute(work);
     potential = ScalarView<double>("kfmm::solver::potential_input_order", particles.capacity());
     acceleration = Vec3View<double>("kfmm::solver::acceleration_input_order", particles.capacity());
-    return_to_origin(work, potential, acceleration);
+    // The cost weights go back too: the next call gets the particles in this input order.
+    ScalarView<double> costs;
+    if (weights_count_ > 0) costs = ScalarView<double>("kfmm::solver::costs", particles.num);
+    distributed_.return_results(space_, context_, work, potential_, acceleration_, cost_weights(), potential,
+                                acceleration, costs);
     fill_padding(potential, acceleration, particles.num);
+    if (weights_count_ > 0) use_cost_weights(costs, particles.num);
+  }
+
+  ScalarView<double> cost_weights() const {
+    return Kokkos::subview(costs_, Kokkos::make_pair(std::size_t(0), weights_count_));
+  }
+
+  void set_cost_weights(ScalarView<double> const& weights, std::size_t num) {
+    if (weights.extent(0) < num)
+      fail("set_cost_weights: {} weights for {} particles on rank {}; give one weight per particle", weights.extent(0),
+           num, context_.rank());
+    std::size_t bad = num;
+    Kokkos::parallel_reduce(
+        "kfmm::solver::check_weights", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, num),
+        KOKKOS_LAMBDA(std::size_t i, std::size_t & first) {
+          if (!(compat::math::isfinite(weights(i)) && weights(i) >= 0) && i < first) first = i;
+        },
+        Kokkos::Min<std::size_t>(bad));
+    if (bad < num)
+      fail("set_cost_weights: weight {} (particle {} on rank {}) is not finite and >= 0",
+           Kokkos::create_mirror_view_and_copy(HostSpace(), Kokkos::subview(weights, bad))(), bad, context_.rank());
+    use_cost_weights(weights, num);
   }
 
   ScalarView<double> potential() const { return potential_; }
@@ -190,6 +216,7 @@ class ForceSolver::Impl {
           if (cbegin(node) != cend(node) || (flags(node) & node_remote)) return;
           for (int i = pbegin(node); i < pend(node); ++i) particle_cost(i) = 1.0 + cost(node);
         });
+    weights_count_ = static_cast<std::size_t>(n);
     distributed_.set_costs(costs_, n);
     double local_cost = 0;
     Kokkos::parallel_reduce(
@@ -248,10 +275,13 @@ class ForceSolver::Impl {
     Kokkos::deep_copy(space_, Kokkos::subview(acceleration, range, Kokkos::ALL), nan);
   }
 
-  // Sends owner-order results back to the rank and index encoded in the ids of `work`.
-  void return_to_origin(Particles<MemorySpace> const& work, ScalarView<double> const& potential,
-                        Vec3View<double> const& acceleration) {
-    distributed_.return_results(space_, context_, work, potential_, acceleration_, potential, acceleration);
+  // Keeps a copy of `weights` (num entries) as the weights of the next decomposition.
+  void use_cost_weights(ScalarView<double> const& weights, std::size_t num) {
+    if (costs_.extent(0) < num) Kokkos::resize(costs_, num);
+    Kokkos::deep_copy(space_, Kokkos::subview(costs_, Kokkos::make_pair(std::size_t(0), num)),
+                      Kokkos::subview(weights, Kokkos::make_pair(std::size_t(0), num)));
+    weights_count_ = num;
+    distributed_.set_costs(costs_, num);
   }
 
   void collect_counts(Particles<MemorySpace> const& particles, int n) {
@@ -303,6 +333,7 @@ class ForceSolver::Impl {
   DistributedTree distributed_;
   ScalarView<double> leaf_cost_{"kfmm::solver::leaf_cost", 0};
   ScalarView<double> costs_{"kfmm::solver::costs", 0};
+  std::size_t weights_count_ = 0;  ///< entries of costs_ that hold the weights of the next call
   ScalarView<double> phi_{"kfmm::solver::phi", 0};
   Vec3View<double> grad_{"kfmm::solver::grad", 0};
   ScalarView<double> potential_{"kfmm::solver::potential", 0};
@@ -323,6 +354,10 @@ void ForceSolver::compute_in_input_order(Particles<MemorySpace> const& particles
 }
 ScalarView<double> ForceSolver::potential() const { return impl_->potential(); }
 Vec3View<double> ForceSolver::acceleration() const { return impl_->acceleration(); }
+ScalarView<double> ForceSolver::cost_weights() const { return impl_->cost_weights(); }
+void ForceSolver::set_cost_weights(ScalarView<double> const& weights, std::size_t num) {
+  impl_->set_cost_weights(weights, num);
+}
 ForceStats const& ForceSolver::stats() const { return impl_->stats(); }
 FMMConfig const& ForceSolver::config() const { return impl_->config(); }
 Context const& ForceSolver::context() const { return impl_->context(); }

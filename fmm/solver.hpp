@@ -38,6 +38,16 @@ class ForceSolver {
   ScalarView<double> potential() const;
   Vec3View<double> acceleration() const;
 
+  /// \brief Per-particle cost weights (in P2P pairs) measured by the last call, aligned with the
+  /// particles as that call left them (owner order after compute(), input order after
+  /// compute_in_input_order()); the next call balances the ranks by them. Empty on one rank.
+  /// A restart saves them so that the run continues with the same decomposition.
+  ScalarView<double> cost_weights() const;
+  /// \brief Weights for the next call's decomposition, aligned with the particles it will get
+  /// (`num` entries, e.g. cost_weights() read back from a restart). Throws kfmm::Error for fewer
+  /// than `num` entries or a weight that is not finite and ≥ 0.
+  void set_cost_weights(ScalarView<double> const& weights, std::size_t num);
+
   /// Timings, interaction counts and communication figures of the last call.
   ForceStats const& stats() const;
   FMMConfig const& config() const;

@@ -97,7 +97,7 @@ void read_dataset(hid_t file, char const* name, T* data, std::vector<hsize_t> co
 }
 
 void write_rank_file(std::string const& file_path, Context const& context, SimulationState const& state,
-                     SimulationConfig const& config) {
+                     SimulationConfig const& config, ForceSolver const* solver) {
   auto file = checked(H5Fcreate(file_path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose,
                       fmt::format("create restart file '{}'", file_path));
   hid_t const f = file.get();
@@ -128,6 +128,11 @@ void write_rank_file(std::string const& file_path, Context const& context, Simul
                       Kokkos::subview(state.acceleration, Kokkos::make_pair(std::size_t(0), host.num), Kokkos::ALL));
     write_dataset(f, "acceleration", acceleration.data(), {3, n});
   }
+  // The solver's weights belong to these particles when it was the one that ordered them last.
+  if (solver != nullptr && solver->cost_weights().extent(0) == host.num && host.num > 0) {
+    auto const weights = Kokkos::create_mirror_view_and_copy(HostSpace(), solver->cost_weights());
+    write_dataset(f, "cost_weights", weights.data(), {n});
+  }
   file.close(fmt::format("restart file '{}'", file_path));
 }
 
@@ -140,7 +145,7 @@ std::string existing_restart(std::string const& path) {
 }  // namespace
 
 void write_restart(Context const& context, std::string const& path, SimulationState const& state,
-                   SimulationConfig const& config) {
+                   SimulationConfig const& config, ForceSolver const* solver) {
   io_detail::silence_hdf5_errors();
   std::string const staging = path + ".tmp";
   collectively(context, [&] {
@@ -149,7 +154,7 @@ void write_restart(Context const& context, std::string const& path, SimulationSt
       fs::create_directories(staging);
     }
   });
-  collectively(context, [&] { write_rank_file(rank_file(staging, context.rank()), context, state, config); });
+  collectively(context, [&] { write_rank_file(rank_file(staging, context.rank()), context, state, config, solver); });
   collectively(context, [&] {
     if (!context.is_root()) return;
     std::string const old = path + ".old";
@@ -166,7 +171,8 @@ bool restart_exists(Context const& context, std::string const& path) {
   return found != 0;
 }
 
-SimulationState read_restart(Context const& context, std::string const& path, SimulationConfig const& config) {
+SimulationState read_restart(Context const& context, std::string const& path, SimulationConfig const& config,
+                             ForceSolver* solver) {
   io_detail::silence_hdf5_errors();
   SimulationState state;
   collectively(context, [&] {
@@ -219,16 +225,21 @@ SimulationState read_restart(Context const& context, std::string const& path, Si
       read_dataset(f, "acceleration", acceleration.data(), {3, n}, file_path);
       state.acceleration = Kokkos::create_mirror_view_and_copy(MemorySpace(), acceleration);
     }
+    if (solver != nullptr && H5Lexists(f, "cost_weights", H5P_DEFAULT) > 0) {
+      ScalarView<double, HostSpace> weights("kfmm::io::restart::cost_weights", n);
+      read_dataset(f, "cost_weights", weights.data(), {n}, file_path);
+      solver->set_cost_weights(Kokkos::create_mirror_view_and_copy(MemorySpace(), weights), n);
+    }
   });
   return state;
 }
 
 Observer restart_observer(Context const& context, std::string const& path, SimulationConfig const& config,
-                          long long every_steps) {
-  return [context, path, config, every_steps](SimulationEvent event, SimulationState const& state) {
+                          long long every_steps, ForceSolver const* solver) {
+  return [context, path, config, every_steps, solver](SimulationEvent event, SimulationState const& state) {
     bool const scheduled = event == SimulationEvent::Step && every_steps > 0 && state.step % every_steps == 0;
     if (scheduled || event == SimulationEvent::Stop || event == SimulationEvent::Finish)
-      write_restart(context, path, state, config);
+      write_restart(context, path, state, config, solver);
   };
 }
 

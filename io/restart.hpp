@@ -2,6 +2,7 @@
 /// \file
 /// \brief Restart files: the complete state of a run, to continue it bit for bit.
 #include <kfmm/comm/context.hpp>
+#include <kfmm/fmm/solver.hpp>
 #include <kfmm/integrate/simulation.hpp>
 
 #include <string>
@@ -10,7 +11,8 @@ namespace kfmm {
 
 /// \brief Writes `state` to the directory `path`, one HDF5 file per rank (`rank_NNNN.h5`:
 /// particles in their current local order, time, step, dt, output position, E₀, max |a|,
-/// the integrator and, for KDK, the stored acceleration). LatticeDKD's integer coordinates
+/// the integrator, for KDK the stored acceleration and, given the run's `solver`, its cost
+/// weights, so that the continued run keeps the same domain decomposition). LatticeDKD's integer coordinates
 /// are the stored positions and velocities divided by dx, dv (exact, see LatticeSpacing).
 ///
 /// The files go to `path.tmp` first; once every rank wrote its file, rank 0 swaps the
@@ -18,20 +20,22 @@ namespace kfmm {
 /// at any moment leaves a complete restart under `path` or `path.old`. Collective; errors are
 /// agreed across ranks and thrown as kfmm::Error.
 void write_restart(Context const& context, std::string const& path, SimulationState const& state,
-                   SimulationConfig const& config);
+                   SimulationConfig const& config, ForceSolver const* solver = nullptr);
 
 /// \brief Reads a restart written by the same number of ranks (`path`, or `path.old` when a
 /// crash interrupted the directory swap). Throws kfmm::Error (on every rank) naming the file
 /// for a missing restart, another rank count, another integrator, or a schedule that the state
-/// does not fit (its time beyond the next output). Collective.
-SimulationState read_restart(Context const& context, std::string const& path, SimulationConfig const& config);
+/// does not fit (its time beyond the next output). Given a `solver`, hands it the saved cost
+/// weights (if the restart has them) for its next decomposition. Collective.
+SimulationState read_restart(Context const& context, std::string const& path, SimulationConfig const& config,
+                             ForceSolver* solver = nullptr);
 
 /// Whether a restart (complete, at `path` or `path.old`) exists; the same answer on every rank.
 bool restart_exists(Context const& context, std::string const& path);
 
 /// \brief Writes a restart to `path` every `every_steps` steps (0: never on a schedule), at a
-/// Stop and at the Finish of a run.
+/// Stop and at the Finish of a run; with the cost weights of `solver` when given.
 Observer restart_observer(Context const& context, std::string const& path, SimulationConfig const& config,
-                          long long every_steps);
+                          long long every_steps, ForceSolver const* solver = nullptr);
 
 }  // namespace kfmm

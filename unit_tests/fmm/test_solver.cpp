@@ -312,6 +312,52 @@ TEST_F(SolverTest, DistributedResultEqualsSingleRankResult) {
   }
 }
 
+// compute_in_input_order hands the results back in input order, so the cost weights of the
+// next decomposition must follow them there (they once stayed in owner order, whose count
+// differs, and were dropped: every input-order call was split by count).
+TEST_F(SolverTest, InputOrderCallsKeepTheCostWeightsAligned) {
+  auto const particles = make(ICKind::GaussianClumps, 20000);
+  FMMConfig config;
+  config.leaf_size = 16;  // fine cells, so that the rank boundaries can follow the weights
+  ForceSolver solver(world, config);
+  ScalarView<double> pot;
+  Vec3View<double> acc;
+  solver.compute_in_input_order(particles, pot, acc);
+  double const by_count = solver.stats().cost_imbalance;
+  solver.compute_in_input_order(particles, pot, acc);
+  double const by_cost = solver.stats().cost_imbalance;
+  if (world.rank() == 0) std::printf("input order: cost imbalance %.4f (count split), %.4f (cost split)\n", by_count, by_cost);
+  if (world.size() == 1) {
+    EXPECT_EQ(solver.cost_weights().extent(0), 0u);
+    return;
+  }
+  EXPECT_EQ(solver.cost_weights().extent(0), particles.num);
+  EXPECT_LE(by_cost, 1.03);
+  EXPECT_LT(by_cost, by_count);
+}
+
+TEST_F(SolverTest, CostWeightsFromOutsideAreChecked) {
+  auto particles = make(ICKind::Uniform, 2000);
+  ForceSolver solver(world, FMMConfig{});
+  ScalarView<double> weights("weights", particles.num);
+  Kokkos::deep_copy(weights, 1.0);
+  EXPECT_THROW(solver.set_cost_weights(weights, particles.num + 1), Error);
+  if (particles.num > 0) {
+    Kokkos::deep_copy(Kokkos::subview(weights, particles.num / 2), std::nan(""));
+    try {
+      solver.set_cost_weights(weights, particles.num);
+      ADD_FAILURE() << "a NaN weight was accepted";
+    } catch (Error const& e) {
+      EXPECT_NE(std::string(e.what()).find("not finite"), std::string::npos) << e.what();
+    }
+  }
+  Kokkos::deep_copy(weights, 2.0);
+  solver.set_cost_weights(weights, particles.num);
+  EXPECT_EQ(solver.cost_weights().extent(0), particles.num);
+  solver.compute(particles);  // decomposed by the given weights
+  EXPECT_EQ(solver.stats().p2p_pairs > 0, true);
+}
+
 TEST_F(SolverTest, InvalidConfigurationsAreNamed) {
   auto expect_error = [&](FMMConfig const& c, std::string const& text) {
     try {

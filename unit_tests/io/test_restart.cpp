@@ -2,6 +2,7 @@
 // uninterrupted run on the same ranks.
 #include <kfmm/comm/initial_conditions.hpp>
 #include <kfmm/core/error.hpp>
+#include <kfmm/integrate/forces.hpp>
 #include <kfmm/io/restart.hpp>
 
 #include <gtest/gtest.h>
@@ -106,6 +107,64 @@ INSTANTIATE_TEST_SUITE_P(Integrators, Restart,
                          testing::Values(kfmm::IntegratorKind::DKD, kfmm::IntegratorKind::KDK,
                                          kfmm::IntegratorKind::LatticeDKD),
                          [](auto const& info) { return kfmm::to_string(info.param); });
+
+// With FMM forces the decomposition follows the measured cost of the previous step; the
+// restart carries those weights, so the continued run splits the particles over the ranks
+// exactly as the uninterrupted run does (it once fell back to a count split after a restart).
+TEST(Restart, FMMRunKeepsItsCostBalancedDecomposition) {
+  kfmm::Context context;
+  SharedTemporaryDirectory directory(context);
+  std::string const restart_path = directory.path() + "/restart";
+  kfmm::ICOptions ic;
+  ic.kind = kfmm::ICKind::GaussianClumps;
+  ic.n_total = 6000;
+  auto const initial = kfmm::make_initial_conditions(context, ic);
+  kfmm::SimulationConfig config;
+  config.fmm.leaf_size = 16;
+  config.fmm.softening_length = 0.01;
+  config.schedule.output_times = {0.01, 0.02};
+  config.schedule.steps_per_output = 5;
+  // Particles on this rank after each step's force call.
+  using Counts = std::map<long long, std::size_t>;
+  auto record_counts = [](Counts& counts) {
+    return [&counts](SimulationEvent event, SimulationState const& state) {
+      if (event == SimulationEvent::Step) counts[state.step] = state.particles.num;
+    };
+  };
+
+  Counts uninterrupted_counts;
+  Outputs uninterrupted;
+  {
+    kfmm::ForceSolver solver(context, config.fmm);
+    auto particles = kfmm::to_device(initial);
+    ASSERT_EQ(kfmm::simulate(context, particles, config, kfmm::fmm_forces(solver),
+                             kfmm::combine({record_outputs(uninterrupted), record_counts(uninterrupted_counts)})),
+              kfmm::SimulationStatus::Finished);
+  }
+  auto const stop_at_step_4 = [&](SimulationEvent event, SimulationState const& state) {
+    if (event == SimulationEvent::Step && state.step == 4 && context.is_root()) std::raise(SIGTERM);
+  };
+  {
+    kfmm::ForceSolver solver(context, config.fmm);
+    auto particles = kfmm::to_device(initial);
+    Outputs ignored;
+    ASSERT_EQ(kfmm::simulate(context, particles, config, kfmm::fmm_forces(solver),
+                             kfmm::combine({record_outputs(ignored), stop_at_step_4,
+                                            kfmm::restart_observer(context, restart_path, config, 0, &solver)})),
+              kfmm::SimulationStatus::Stopped);
+  }
+  kfmm::ForceSolver solver(context, config.fmm);
+  auto state = kfmm::read_restart(context, restart_path, config, &solver);
+  EXPECT_EQ(solver.cost_weights().extent(0), context.size() > 1 ? state.particles.num : 0u);
+  Counts continued_counts;
+  Outputs continued;
+  ASSERT_EQ(kfmm::simulate(context, state, config, kfmm::fmm_forces(solver),
+                           kfmm::combine({record_outputs(continued), record_counts(continued_counts)})),
+            kfmm::SimulationStatus::Finished);
+  ASSERT_EQ(continued_counts.size(), 6u);  // steps 5 … 10
+  for (auto const& [step, count] : continued_counts) EXPECT_EQ(count, uninterrupted_counts.at(step)) << "step " << step;
+  expect_identical(continued.at(2), uninterrupted.at(2));
+}
 
 TEST(Restart, RefusesAnotherIntegratorAndMissingFiles) {
   kfmm::Context context;
