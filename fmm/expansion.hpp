@@ -157,36 +157,61 @@ KOKKOS_INLINE_FUNCTION void l2l(Real const* L_parent, Real s_parent, Real dx, Re
   });
 }
 
-/// \brief L2P: evaluates a local expansion (scale s) at u = (x − c)/s. Returns φ = Σ m K
-/// (positive) and its gradient ∂φ/∂x in unscaled coordinates (the acceleration is G ∇φ).
-template <int P, class Real>
-KOKKOS_INLINE_FUNCTION void l2p(Real const* L, Real s, Real ux, Real uy, Real uz, Real& phi, Real& dphidx,
-                                Real& dphidy, Real& dphidz) {
-  Real mono[ncoeff<P>];
-  monomials<P, false>(ux, uy, uz, mono);
-  Real value = Real(0), gx = Real(0), gy = Real(0), gz = Real(0);
+/// \brief Number of particles l2p_lanes() evaluates at once: a SIMD vector of Real on CPUs, one
+/// per thread on GPUs.
+template <class ExecSpace, class Real>
+inline constexpr int l2p_width = compat::is_gpu_backend<ExecSpace>() ? 1 : m2l_width<Real>;
+
+/// \brief L2P for W points at once (lanes): evaluates a local expansion (scale s) at
+/// u_w = (x_w − c)/s. Returns φ_w = Σ m K (positive) and its gradient ∂φ/∂x in unscaled
+/// coordinates (the acceleration is G ∇φ). The lanes are the particles of a leaf, so the
+/// 4 · ncoeff multiply–adds per particle vectorise.
+template <int P, class Real, int W>
+KOKKOS_INLINE_FUNCTION void l2p_lanes(Real const* L, Real s, Real const* ux, Real const* uy, Real const* uz, Real* phi,
+                                      Real* dphidx, Real* dphidy, Real* dphidz) {
+  Real mono[ncoeff<P> * W];
+  monomials_lanes<P, false, Real, W>(ux, uy, uz, mono);
+  Real value[W] = {}, gx[W] = {}, gy[W] = {}, gz[W] = {};
   static_for<ncoeff<P>>([&](auto I) {
     constexpr int k = decltype(I)::value;
     constexpr int a = multi_index_table<P>.e[k][0], b = multi_index_table<P>.e[k][1], c = multi_index_table<P>.e[k][2];
-    value += L[k] * mono[k];
+    Real const Lk = L[k];
+    KFMM_LANE_LOOP
+    for (int l = 0; l < W; ++l) value[l] += Lk * mono[k * W + l];
     if constexpr (a > 0) {
       constexpr int below = flat_index(a - 1, b, c);
-      gx += Real(a) * L[k] * mono[below];
+      Real const f = Real(a) * Lk;
+      KFMM_LANE_LOOP
+      for (int l = 0; l < W; ++l) gx[l] += f * mono[below * W + l];
     }
     if constexpr (b > 0) {
       constexpr int below = flat_index(a, b - 1, c);
-      gy += Real(b) * L[k] * mono[below];
+      Real const f = Real(b) * Lk;
+      KFMM_LANE_LOOP
+      for (int l = 0; l < W; ++l) gy[l] += f * mono[below * W + l];
     }
     if constexpr (c > 0) {
       constexpr int below = flat_index(a, b, c - 1);
-      gz += Real(c) * L[k] * mono[below];
+      Real const f = Real(c) * Lk;
+      KFMM_LANE_LOOP
+      for (int l = 0; l < W; ++l) gz[l] += f * mono[below * W + l];
     }
   });
   Real const inv_s = Real(1) / s;
-  phi = value;
-  dphidx = gx * inv_s;
-  dphidy = gy * inv_s;
-  dphidz = gz * inv_s;
+  KFMM_LANE_LOOP
+  for (int l = 0; l < W; ++l) {
+    phi[l] = value[l];
+    dphidx[l] = gx[l] * inv_s;
+    dphidy[l] = gy[l] * inv_s;
+    dphidz[l] = gz[l] * inv_s;
+  }
+}
+
+/// \brief L2P at one point: one lane of l2p_lanes().
+template <int P, class Real>
+KOKKOS_INLINE_FUNCTION void l2p(Real const* L, Real s, Real ux, Real uy, Real uz, Real& phi, Real& dphidx,
+                                Real& dphidy, Real& dphidz) {
+  l2p_lanes<P, Real, 1>(L, s, &ux, &uy, &uz, &phi, &dphidx, &dphidy, &dphidz);
 }
 
 }  // namespace kfmm

@@ -214,15 +214,24 @@ class ExpansionPassImpl final : public ExpansionPass {
           if (cbegin(node) != cend(node) || (flags(node) & node_remote)) return;
           double const s = scale(node);
           double const inv = 1.0 / s;
-          for (int i = pbegin(node); i < pend(node); ++i) {
-            Real p, gx, gy, gz;
-            l2p<P, Real>(&L(node, 0), Real(s), Real((pos(i, 0) - centre(node, 0)) * inv),
-                         Real((pos(i, 1) - centre(node, 1)) * inv), Real((pos(i, 2) - centre(node, 2)) * inv), p, gx, gy,
-                         gz);
-            phi(i) = p;
-            grad(i, 0) = gx;
-            grad(i, 1) = gy;
-            grad(i, 2) = gz;
+          // W particles at a time, one per lane (idle lanes repeat the first and are not stored).
+          constexpr int W = l2p_width<ExecutionSpace, Real>;
+          for (int first = pbegin(node); first < pend(node); first += W) {
+            int const count = compat::math::min(W, pend(node) - first);
+            Real ux[W], uy[W], uz[W], p[W], gx[W], gy[W], gz[W];
+            for (int l = 0; l < W; ++l) {
+              int const i = first + (l < count ? l : 0);
+              ux[l] = Real((pos(i, 0) - centre(node, 0)) * inv);
+              uy[l] = Real((pos(i, 1) - centre(node, 1)) * inv);
+              uz[l] = Real((pos(i, 2) - centre(node, 2)) * inv);
+            }
+            l2p_lanes<P, Real, W>(&L(node, 0), Real(s), ux, uy, uz, p, gx, gy, gz);
+            for (int l = 0; l < count; ++l) {
+              phi(first + l) = p[l];
+              grad(first + l, 0) = gx[l];
+              grad(first + l, 1) = gy[l];
+              grad(first + l, 2) = gz[l];
+            }
           }
         });
   }
