@@ -23,12 +23,24 @@ LocalSamples sample_local_keys(Kokkos::View<std::uint64_t const*, MemorySpace> c
                                Kokkos::View<double const*, MemorySpace> const& weights, bool unit_weights,
                                int samples_per_rank, double& local_weight) {
   ExecutionSpace space;
-  Kokkos::View<std::uint64_t*, MemorySpace> sorted(
-      Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kfmm::decomposition::sorted_keys"), n);
-  Kokkos::deep_copy(space, sorted, Kokkos::subview(keys, Kokkos::make_pair(std::size_t(0), n)));
-  Kokkos::View<std::size_t*, MemorySpace> permutation(
-      Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kfmm::decomposition::permutation"), n);
-  KeySorter<MemorySpace, std::size_t>().sort(space, sorted, permutation, n);
+  // The caller has often sorted the keys already (the solver's decomposition does): then they
+  // are used as they are instead of being copied and sorted again.
+  std::size_t descents = 0;
+  Kokkos::parallel_reduce(
+      "kfmm::decomposition::check_sorted", Kokkos::RangePolicy<ExecutionSpace>(space, 1, n > 0 ? n : 1),
+      KOKKOS_LAMBDA(std::size_t i, std::size_t & count) { count += keys(i) < keys(i - 1) ? 1 : 0; }, descents);
+  bool const presorted = descents == 0;
+  Kokkos::View<std::uint64_t const*, MemorySpace> sorted = Kokkos::subview(keys, Kokkos::make_pair(std::size_t(0), n));
+  Kokkos::View<std::size_t*, MemorySpace> permutation;
+  if (!presorted) {
+    Kokkos::View<std::uint64_t*, MemorySpace> copy(
+        Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kfmm::decomposition::sorted_keys"), n);
+    Kokkos::deep_copy(space, copy, sorted);
+    permutation = Kokkos::View<std::size_t*, MemorySpace>(
+        Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kfmm::decomposition::permutation"), n);
+    KeySorter<MemorySpace, std::size_t>().sort(space, copy, permutation, n);
+    sorted = copy;
+  }
 
   // cumulative(i) = weight of sorted keys [0, i].
   Kokkos::View<double*, MemorySpace> cumulative(
@@ -36,7 +48,7 @@ LocalSamples sample_local_keys(Kokkos::View<std::uint64_t const*, MemorySpace> c
   Kokkos::parallel_scan(
       "kfmm::decomposition::cumulative_weight", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
       KOKKOS_LAMBDA(std::size_t i, double& partial, bool final) {
-        partial += unit_weights ? 1.0 : weights(permutation(i));
+        partial += unit_weights ? 1.0 : weights(presorted ? i : permutation(i));
         if (final) cumulative(i) = partial;
       },
       local_weight);

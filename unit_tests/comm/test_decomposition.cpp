@@ -145,6 +145,25 @@ TEST_F(DecompositionTest, WeightsShiftTheBalance) {
   }
 }
 
+// Presorted keys (as the solver passes them) skip the internal sort; the splitters must be the
+// same as for the same keys and weights in any order.
+TEST_F(DecompositionTest, PresortedKeysGiveTheSameSplitters) {
+  std::size_t const n = 30000 / ranks;
+  auto keys = uniform_keys(n, 300 + rank);
+  std::vector<double> weights(n);
+  for (std::size_t i = 0; i < n; ++i) weights[i] = 1.0 + double(keys[i] % 7);
+  auto const shuffled = kfmm::choose_splitters(context, device_view(keys, "keys"), n, device_view(weights, "weights"));
+  std::vector<std::size_t> order(n);
+  std::iota(order.begin(), order.end(), std::size_t(0));
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return keys[a] < keys[b]; });
+  std::vector<std::uint64_t> sorted_keys(n);
+  std::vector<double> sorted_weights(n);
+  for (std::size_t i = 0; i < n; ++i) sorted_keys[i] = keys[order[i]], sorted_weights[i] = weights[order[i]];
+  auto const presorted =
+      kfmm::choose_splitters(context, device_view(sorted_keys, "keys"), n, device_view(sorted_weights, "weights"));
+  EXPECT_EQ(presorted, shuffled);
+}
+
 TEST_F(DecompositionTest, AllParticlesStartingOnOneRank) {
   decompose(rank == 0 ? uniform_keys(20000, 7) : std::vector<std::uint64_t>());
   expect_ids_unchanged();
