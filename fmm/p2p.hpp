@@ -132,18 +132,26 @@ inline void p2p_plummer_avx512(Real const* x, Real const* y, Real const* z, Real
   V p = S::set1(0), ax = p, ay = p, az = p;
   V const tx = S::set1(xi), ty = S::set1(yi), tz = S::set1(zi);
   V const h2 = S::set1(h * h), one = S::set1(1), half = S::set1(Real(0.5)), three = S::set1(3);
+  // With softening every s ≥ h² > 0, so only the block holding the target itself needs masks.
+  bool const softened = h * h > Real(0);
+  int const self_block = self >= 0 ? self - self % S::lanes : -1;
   for (int first = 0; first < count; first += S::lanes) {
     V const dx = S::sub(tx, S::load(x + first));
     V const dy = S::sub(ty, S::load(y + first));
     V const dz = S::sub(tz, S::load(z + first));
-    V const s = S::add(S::fmadd(dz, dz, S::fmadd(dy, dy, S::mul(dx, dx))), h2);
-    // The target itself and unsoftened coincident pairs contribute nothing (mass 0, s = 1).
-    typename S::Mask const kept = S::nonzero(s) & S::not_self(first, self);
-    V const safe = S::blend(kept, one, s);
-    V inv = S::rsqrt(safe);
+    V s = S::add(S::fmadd(dz, dz, S::fmadd(dy, dy, S::mul(dx, dx))), h2);
+    V mass;
+    if (softened && first != self_block) {
+      mass = S::load(m + first);
+    } else {  // the target itself and unsoftened coincident pairs contribute nothing (mass 0, s = 1)
+      typename S::Mask const kept = S::nonzero(s) & S::not_self(first, self);
+      s = S::blend(kept, one, s);
+      mass = S::load(kept, m + first);
+    }
+    V inv = S::rsqrt(s);
     for (int step = 0; step < S::newton_steps; ++step)  // 1/sqrt(s) ≈ y (3 − s y²) / 2
-      inv = S::mul(S::mul(half, inv), S::fnmadd(S::mul(safe, inv), inv, three));
-    V const wk = S::mul(S::load(kept, m + first), inv);
+      inv = S::mul(S::mul(half, inv), S::fnmadd(S::mul(s, inv), inv, three));
+    V const wk = S::mul(mass, inv);
     p = S::add(p, wk);
     V const wf = S::mul(wk, S::mul(inv, inv));
     ax = S::fnmadd(wf, dx, ax);
