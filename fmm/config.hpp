@@ -13,9 +13,9 @@ enum class ExpansionCentre { CentreOfMass, Geometric };
 
 /// \brief FMM settings. Defaults are chosen by measurement (README, "Choosing the defaults").
 struct FMMConfig {
-  int order = 6;                     ///< expansion order p, 1…8
-  double theta = 0.6;                ///< opening angle: accept (r_A + r_B) < θ |c_A − c_B|, 0 < θ < 1.5
-  int leaf_size = 128;               ///< leaves are the largest cells with ≤ leaf_size particles
+  int order = 7;                     ///< expansion order p, 1…8
+  double theta = 0.75;               ///< opening angle: accept (r_A + r_B) < θ |c_A − c_B|, 0 < θ < 1.5
+  int leaf_size = 160;               ///< leaves are the largest cells with ≤ leaf_size particles
   SofteningKind softening = SofteningKind::Plummer;
   double softening_length = 1e-3;    ///< ε ≥ 0 (Plummer ε; spline: Plummer-equivalent ε, h = 2.8 ε)
   Precision precision = Precision::Float;  ///< arithmetic of expansions and kernels
