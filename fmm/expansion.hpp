@@ -16,12 +16,23 @@
 
 namespace kfmm {
 
-/// \brief P2M: accumulates one particle of mass m at scaled offset u = (x − c)/s into M̃.
+/// \brief P2M for W particles at once (lanes): M_lanes[n·W + w] += m_w ((x_w − c)/s)^n / n! for
+/// scaled offsets u_w; the caller sums the lanes once per node (vectorises across particles).
+template <int P, class Real, int W>
+KOKKOS_INLINE_FUNCTION void p2m_lanes(Real const* m, Real const* ux, Real const* uy, Real const* uz, Real* M_lanes) {
+  Real w[ncoeff<P> * W];
+  monomials_lanes<P, true, Real, W>(ux, uy, uz, w);
+  for (int n = 0; n < ncoeff<P>; ++n) {
+    KFMM_LANE_LOOP
+    for (int l = 0; l < W; ++l) M_lanes[n * W + l] += m[l] * w[n * W + l];
+  }
+}
+
+/// \brief P2M: accumulates one particle of mass m at scaled offset u = (x − c)/s into M̃: one lane
+/// of p2m_lanes().
 template <int P, class Real>
 KOKKOS_INLINE_FUNCTION void p2m(Real m, Real ux, Real uy, Real uz, Real* M) {
-  Real w[ncoeff<P>];
-  monomials<P, true>(ux, uy, uz, w);
-  static_for<ncoeff<P>>([&](auto I) { M[decltype(I)::value] += m * w[decltype(I)::value]; });
+  p2m_lanes<P, Real, 1>(&m, &ux, &uy, &uz, M);
 }
 
 /// \brief M2M: accumulates a child's multipole (scale s_child) into its parent's (scale
@@ -157,10 +168,10 @@ KOKKOS_INLINE_FUNCTION void l2l(Real const* L_parent, Real s_parent, Real dx, Re
   });
 }
 
-/// \brief Number of particles l2p_lanes() evaluates at once: a SIMD vector of Real on CPUs, one
-/// per thread on GPUs.
+/// \brief Number of particles p2m_lanes() and l2p_lanes() take at once: a SIMD vector of Real on
+/// CPUs, one per thread on GPUs.
 template <class ExecSpace, class Real>
-inline constexpr int l2p_width = compat::is_gpu_backend<ExecSpace>() ? 1 : m2l_width<Real>;
+inline constexpr int particle_lanes = compat::is_gpu_backend<ExecSpace>() ? 1 : m2l_width<Real>;
 
 /// \brief L2P for W points at once (lanes): evaluates a local expansion (scale s) at
 /// u_w = (x_w − c)/s. Returns φ_w = Σ m K (positive) and its gradient ∂φ/∂x in unscaled

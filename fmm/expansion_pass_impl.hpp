@@ -24,10 +24,24 @@ struct UpwardFunctor {
     for (int n = 0; n < N; ++n) acc[n] = 0;
     double const s = scale(node);
     if (cbegin(node) == cend(node)) {
+      // W particles at a time, one per lane (idle lanes have mass 0); lanes summed at the end.
+      constexpr int W = particle_lanes<ExecutionSpace, Real>;
       double const inv = 1.0 / s;
-      for (int i = pbegin(node); i < pend(node); ++i)
-        p2m<P, Real>(Real(mass(i)), Real((pos(i, 0) - centre(node, 0)) * inv), Real((pos(i, 1) - centre(node, 1)) * inv),
-                     Real((pos(i, 2) - centre(node, 2)) * inv), acc);
+      Real lanes[N * W] = {};
+      for (int first = pbegin(node); first < pend(node); first += W) {
+        Real m[W], ux[W], uy[W], uz[W];
+        for (int l = 0; l < W; ++l) {
+          bool const live = first + l < pend(node);
+          int const i = live ? first + l : first;
+          m[l] = live ? Real(mass(i)) : Real(0);
+          ux[l] = Real((pos(i, 0) - centre(node, 0)) * inv);
+          uy[l] = Real((pos(i, 1) - centre(node, 1)) * inv);
+          uz[l] = Real((pos(i, 2) - centre(node, 2)) * inv);
+        }
+        p2m_lanes<P, Real, W>(m, ux, uy, uz, lanes);
+      }
+      for (int n = 0; n < N; ++n)
+        for (int l = 0; l < W; ++l) acc[n] += lanes[n * W + l];
     } else {
       for (int c = cbegin(node); c < cend(node); ++c) {
         int const child = cindex(c);
@@ -215,7 +229,7 @@ class ExpansionPassImpl final : public ExpansionPass {
           double const s = scale(node);
           double const inv = 1.0 / s;
           // W particles at a time, one per lane (idle lanes repeat the first and are not stored).
-          constexpr int W = l2p_width<ExecutionSpace, Real>;
+          constexpr int W = particle_lanes<ExecutionSpace, Real>;
           for (int first = pbegin(node); first < pend(node); first += W) {
             int const count = compat::math::min(W, pend(node) - first);
             Real ux[W], uy[W], uz[W], p[W], gx[W], gy[W], gz[W];
