@@ -97,13 +97,15 @@ class ForceSolver::Impl {
     compute(work);
     potential = ScalarView<double>("kfmm::solver::potential_input_order", particles.capacity());
     acceleration = Vec3View<double>("kfmm::solver::acceleration_input_order", particles.capacity());
-    // The cost weights go back too: the next call gets the particles in this input order.
+    // The cost weights (measured on several ranks) go back too: the next call gets the particles
+    // in this input order. Every rank takes part, also one that owned none of them.
+    bool const weighted = context_.size() > 1;
     ScalarView<double> costs;
-    if (weights_count_ > 0) costs = ScalarView<double>("kfmm::solver::costs", particles.num);
+    if (weighted) costs = ScalarView<double>("kfmm::solver::costs", particles.num);
     distributed_.return_results(space_, context_, work, potential_, acceleration_, cost_weights(), potential,
                                 acceleration, costs);
     fill_padding(potential, acceleration, particles.num);
-    if (weights_count_ > 0) use_cost_weights(costs, particles.num);
+    if (weighted) use_cost_weights(costs, particles.num);
   }
 
   ScalarView<double> cost_weights() const {

@@ -427,6 +427,8 @@ TEST_F(DistributedSolverTest, FewerParticlesThanRanksAndRanksAtOnePoint) {
     Vec3View<double> acc, acc_direct;
     ForceSolver solver(world, config);
     solver.compute_in_input_order(particles, pot, acc);
+    // Every rank gets cost weights for its input particles, also one that owned none of them.
+    EXPECT_EQ(solver.cost_weights().extent(0), world.size() > 1 ? particles.num : 0u) << per_rank << " per rank";
     direct_sum_all(world, particles, config.softening, config.softening_length, config.G, acc_direct_pot, acc_direct);
     auto const a = Kokkos::create_mirror_view_and_copy(HostSpace(), acc);
     auto const d = Kokkos::create_mirror_view_and_copy(HostSpace(), acc_direct);
