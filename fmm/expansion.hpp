@@ -65,6 +65,31 @@ KOKKOS_INLINE_FUNCTION void m2m(Real const* M_child, Real s_child, Real dx, Real
 template <class Real>
 inline constexpr int m2l_width = 64 / int(sizeof(Real));
 
+/// \brief Number of local coefficients k that M2L accumulates at once (registers per block).
+inline constexpr int m2l_block = 8;
+
+namespace detail {
+/// acc[j·W + l] += Σ_n D_{k+n} a_n (lane l) for k = first + j, j < count, over every n with
+/// |k| + |n| ≤ P. The layout is graded, so the block's lowest degree is that of its first k
+/// and its n are a prefix of the layout.
+template <int P, class Real, int W, int first, int count>
+KOKKOS_FORCEINLINE_FUNCTION void contract_block(Real const* D, Real const* a, Real* acc) {
+  constexpr auto const& t = multi_index_table<P>;
+  static_for<ncoeff<P - t.degree[first]>>([&](auto Nn) KFMM_INLINE_LAMBDA {
+    constexpr int n = decltype(Nn)::value;
+    static_for<count>([&](auto J) KFMM_INLINE_LAMBDA {
+      constexpr int j = decltype(J)::value;
+      constexpr int k = first + j;
+      if constexpr (t.degree[k] + t.degree[n] <= P) {
+        constexpr int sum = flat_index(t.e[k][0] + t.e[n][0], t.e[k][1] + t.e[n][1], t.e[k][2] + t.e[n][2]);
+        KFMM_LANE_LOOP
+        for (int l = 0; l < W; ++l) acc[j * W + l] += D[sum * W + l] * a[n * W + l];
+      }
+    });
+  });
+}
+}  // namespace detail
+
 /// \brief M2L for up to W sources into one target, each source in its own lane: accumulates
 /// into lane w of the target's local expansion, L_lanes[k·W + w], the field of source w < count
 /// (multipole M_sources[w], scale s_sources[w], offset (dx, dy, dz)[w] = c_t − c_s). Lanes
@@ -112,21 +137,23 @@ KOKKOS_INLINE_FUNCTION void m2l_lanes(int count, Real const* const* M_sources, R
     KFMM_LANE_LOOP
     for (int l = 0; l < W; ++l) a[n * W + l] *= factor[l];
   }
-  // L_k: a register accumulator per k over the compile-time list of its pairs (k, n).
-  static_for<N>([&](auto K) {
-    constexpr int k = decltype(K)::value;
-    constexpr int first = index_pair_table<P>.k_begin[k];
-    Real acc[W] = {};
-    static_for<index_pair_table<P>.k_begin[k + 1] - first>([&](auto I) {
-      constexpr int n = index_pair_table<P>.n[first + decltype(I)::value];
-      constexpr int sum = index_pair_table<P>.sum[first + decltype(I)::value];
+  // L_k for a block of m2l_block consecutive k at a time, one register accumulator each: every
+  // a_n is loaded once per block, and the block's independent multiply–add chains keep the
+  // FMA units busy (one accumulator per k was bound by the FMA latency and by two loads each).
+  constexpr int blocks = (N + m2l_block - 1) / m2l_block;
+  static_for<blocks>([&](auto B) {
+    constexpr int first = decltype(B)::value * m2l_block;
+    constexpr int count = N - first < m2l_block ? N - first : m2l_block;
+    Real acc[m2l_block * W] = {};
+    detail::contract_block<P, Real, W, first, count>(D, a, acc);
+    static_for<count>([&](auto J) {
+      constexpr int j = decltype(J)::value;
+      constexpr int k = first + j;
+      Real const inv_factorial = Real(multi_index_table<P>.inv_factorial[k]);
+      Real const* factor = target_factor + multi_index_table<P>.degree[k] * W;
       KFMM_LANE_LOOP
-      for (int l = 0; l < W; ++l) acc[l] += D[sum * W + l] * a[n * W + l];
+      for (int l = 0; l < W; ++l) L_lanes[k * W + l] += acc[j * W + l] * (factor[l] * inv_factorial);
     });
-    Real const inv_factorial = Real(multi_index_table<P>.inv_factorial[k]);
-    Real const* factor = target_factor + multi_index_table<P>.degree[k] * W;
-    KFMM_LANE_LOOP
-    for (int l = 0; l < W; ++l) L_lanes[k * W + l] += acc[l] * (factor[l] * inv_factorial);
   });
 }
 

@@ -8,6 +8,21 @@
 
 namespace kfmm::detail {
 
+/// Scaled offsets u = (x − c)/s (inv = 1/s) of the particles first … first + count − 1 of a
+/// leaf, one per lane; idle lanes l ≥ count repeat the first particle, so they stay finite and
+/// the caller gives them no weight (P2M) or does not store them (L2P).
+template <class Real, int W>
+KOKKOS_INLINE_FUNCTION void gather_scaled_offsets(Vec3View<double> const& pos, Vec3View<double> const& centre,
+                                                  int node, double inv, int first, int count, Real* ux, Real* uy,
+                                                  Real* uz) {
+  for (int l = 0; l < W; ++l) {
+    int const i = first + (l < count ? l : 0);
+    ux[l] = Real((pos(i, 0) - centre(node, 0)) * inv);
+    uy[l] = Real((pos(i, 1) - centre(node, 1)) * inv);
+    uz[l] = Real((pos(i, 2) - centre(node, 2)) * inv);
+  }
+}
+
 /// P2M at a leaf from its particles, M2M at an inner node from its children.
 template <class Real, int P>
 struct UpwardFunctor {
@@ -29,15 +44,10 @@ struct UpwardFunctor {
       double const inv = 1.0 / s;
       Real lanes[N * W] = {};
       for (int first = pbegin(node); first < pend(node); first += W) {
+        int const count = compat::math::min(W, pend(node) - first);
         Real m[W], ux[W], uy[W], uz[W];
-        for (int l = 0; l < W; ++l) {
-          bool const live = first + l < pend(node);
-          int const i = live ? first + l : first;
-          m[l] = live ? Real(mass(i)) : Real(0);
-          ux[l] = Real((pos(i, 0) - centre(node, 0)) * inv);
-          uy[l] = Real((pos(i, 1) - centre(node, 1)) * inv);
-          uz[l] = Real((pos(i, 2) - centre(node, 2)) * inv);
-        }
+        for (int l = 0; l < W; ++l) m[l] = l < count ? Real(mass(first + l)) : Real(0);
+        gather_scaled_offsets<Real, W>(pos, centre, node, inv, first, count, ux, uy, uz);
         p2m_lanes<P, Real, W>(m, ux, uy, uz, lanes);
       }
       for (int n = 0; n < N; ++n)
@@ -228,17 +238,12 @@ class ExpansionPassImpl final : public ExpansionPass {
           if (cbegin(node) != cend(node) || (flags(node) & node_remote)) return;
           double const s = scale(node);
           double const inv = 1.0 / s;
-          // W particles at a time, one per lane (idle lanes repeat the first and are not stored).
+          // W particles at a time, one per lane.
           constexpr int W = particle_lanes<ExecutionSpace, Real>;
           for (int first = pbegin(node); first < pend(node); first += W) {
             int const count = compat::math::min(W, pend(node) - first);
             Real ux[W], uy[W], uz[W], p[W], gx[W], gy[W], gz[W];
-            for (int l = 0; l < W; ++l) {
-              int const i = first + (l < count ? l : 0);
-              ux[l] = Real((pos(i, 0) - centre(node, 0)) * inv);
-              uy[l] = Real((pos(i, 1) - centre(node, 1)) * inv);
-              uz[l] = Real((pos(i, 2) - centre(node, 2)) * inv);
-            }
+            gather_scaled_offsets<Real, W>(pos, centre, node, inv, first, count, ux, uy, uz);
             l2p_lanes<P, Real, W>(&L(node, 0), Real(s), ux, uy, uz, p, gx, gy, gz);
             for (int l = 0; l < count; ++l) {
               phi(first + l) = p[l];

@@ -21,6 +21,15 @@
 #define KFMM_LANE_LOOP
 #endif
 
+/// \brief Put after the parameter list of a lambda given to static_for() whose body must be
+/// inlined: GCC outlines large unrolled bodies, and then their register accumulators live on
+/// the stack.
+#if defined(__GNUC__) || defined(__clang__)
+#define KFMM_INLINE_LAMBDA __attribute__((always_inline))
+#else
+#define KFMM_INLINE_LAMBDA
+#endif
+
 namespace kfmm {
 
 /// \brief Number of coefficients of an expansion of order P: multi-indices with |n| ≤ P.
