@@ -70,9 +70,10 @@ inline constexpr int m2l_block = 8;
 
 namespace detail {
 /// acc[j·W + l] += Σ_n D_{k+n} a_n (lane l) for k = first + j, j < count, over every n with
-/// |k| + |n| ≤ P. The layout is graded, so the block's lowest degree is that of its first k
-/// and its n are a prefix of the layout.
-template <int P, class Real, int W, int first, int count>
+/// |k| + |n| ≤ P. D has W lanes per coefficient (D[s·W + l]) or, if shared_D, one value for all
+/// lanes (D[s]). The layout is graded, so the block's lowest degree is that of its first k and
+/// its n are a prefix of the layout.
+template <int P, class Real, int W, int first, int count, bool shared_D = false>
 KOKKOS_FORCEINLINE_FUNCTION void contract_block(Real const* D, Real const* a, Real* acc) {
   constexpr auto const& t = multi_index_table<P>;
   static_for<ncoeff<P - t.degree[first]>>([&](auto Nn) KFMM_INLINE_LAMBDA {
@@ -82,8 +83,9 @@ KOKKOS_FORCEINLINE_FUNCTION void contract_block(Real const* D, Real const* a, Re
       constexpr int k = first + j;
       if constexpr (t.degree[k] + t.degree[n] <= P) {
         constexpr int sum = flat_index(t.e[k][0] + t.e[n][0], t.e[k][1] + t.e[n][1], t.e[k][2] + t.e[n][2]);
+        Real const* d = shared_D ? D + sum : D + sum * W;
         KFMM_LANE_LOOP
-        for (int l = 0; l < W; ++l) acc[j * W + l] += D[sum * W + l] * a[n * W + l];
+        for (int l = 0; l < W; ++l) acc[j * W + l] += d[shared_D ? 0 : l] * a[n * W + l];
       }
     });
   });
@@ -167,32 +169,58 @@ KOKKOS_INLINE_FUNCTION void m2l(Real const* M_source, Real s_source, Real dx, Re
   m2l_lanes<kind, P, Real, 1>(1, &M_source, &s_source, &dx, &dy, &dz, h, s_target, L_target);
 }
 
+/// \brief Number of children l2l_lanes() takes at once: all of an octree node's.
+inline constexpr int l2l_width = 8;
+
+/// \brief L2L from one parent (local expansion L_parent, scale s_parent) into up to W children
+/// at once, child w in lane w: accumulates into L_lanes[k·W + w] the parent's expansion
+/// re-expanded about child w (offset (dx, dy, dz)[w] = c_child − c_parent, unscaled; scale
+/// s_child[w]). Exact re-expansion of the polynomial. Idle lanes need finite inputs only.
+///
+/// L̃ᶜ_k = (s_c/s_p)^{|k|} (1/k!) Σ_n (k+n)! L̃ᵖ_{k+n} (d/s_p)^n / n!: the same Hankel-type
+/// contraction as M2L, with the parent's coefficients shared by all lanes.
+template <int P, class Real, int W>
+KOKKOS_INLINE_FUNCTION void l2l_lanes(Real const* L_parent, Real s_parent, Real const* dx, Real const* dy,
+                                      Real const* dz, Real const* s_child, Real* L_lanes) {
+  constexpr int N = ncoeff<P>;
+  Real const inv_parent = Real(1) / s_parent;
+  Real ux[W], uy[W], uz[W];
+  Real ratio[(P + 1) * W];  // (s_child/s_parent)^d
+  KFMM_LANE_LOOP
+  for (int l = 0; l < W; ++l) {
+    ux[l] = dx[l] * inv_parent;
+    uy[l] = dy[l] * inv_parent;
+    uz[l] = dz[l] * inv_parent;
+    ratio[l] = Real(1);
+    for (int d = 1; d <= P; ++d) ratio[d * W + l] = ratio[(d - 1) * W + l] * (s_child[l] * inv_parent);
+  }
+  Real w[N * W];  // u^n / n!
+  monomials_lanes<P, true, Real, W>(ux, uy, uz, w);
+  Real f[N];  // (k+n)! L̃ᵖ_{k+n}
+  for (int s = 0; s < N; ++s) f[s] = L_parent[s] * Real(1.0 / multi_index_table<P>.inv_factorial[s]);
+  constexpr int blocks = (N + m2l_block - 1) / m2l_block;
+  static_for<blocks>([&](auto B) {
+    constexpr int first = decltype(B)::value * m2l_block;
+    constexpr int count = N - first < m2l_block ? N - first : m2l_block;
+    Real acc[m2l_block * W] = {};
+    detail::contract_block<P, Real, W, first, count, true>(f, w, acc);
+    static_for<count>([&](auto J) {
+      constexpr int j = decltype(J)::value;
+      constexpr int k = first + j;
+      Real const inv_factorial = Real(multi_index_table<P>.inv_factorial[k]);
+      Real const* r = ratio + multi_index_table<P>.degree[k] * W;
+      KFMM_LANE_LOOP
+      for (int l = 0; l < W; ++l) L_lanes[k * W + l] += acc[j * W + l] * (r[l] * inv_factorial);
+    });
+  });
+}
+
 /// \brief L2L: accumulates a parent's local expansion (scale s_parent) into a child's (scale
-/// s_child); (dx, dy, dz) = c_child − c_parent, unscaled. Exact re-expansion of the polynomial.
+/// s_child); (dx, dy, dz) = c_child − c_parent, unscaled. One lane of l2l_lanes().
 template <int P, class Real>
 KOKKOS_INLINE_FUNCTION void l2l(Real const* L_parent, Real s_parent, Real dx, Real dy, Real dz, Real s_child,
                                 Real* L_child) {
-  Real const inv_parent = Real(1) / s_parent;
-  Real w[ncoeff<P>];  // (d/s_parent)^n
-  monomials<P, false>(dx * inv_parent, dy * inv_parent, dz * inv_parent, w);
-  Real acc[ncoeff<P>] = {};
-  // L̃ᶜ_k = (s_c/s_p)^{|k|} Σ_n C(k+n, k) L̃ᵖ_{k+n} (d/s_p)^n
-  static_for<index_pair_table<P>.size>([&](auto I) {
-    constexpr int i = decltype(I)::value;
-    constexpr int k = index_pair_table<P>.k[i], n = index_pair_table<P>.n[i], sum = index_pair_table<P>.sum[i];
-    constexpr double binomial = index_pair_table<P>.binomial[i];
-    if constexpr (binomial == 1.0)
-      acc[k] += L_parent[sum] * w[n];
-    else
-      acc[k] += Real(binomial) * L_parent[sum] * w[n];
-  });
-  Real ratio[P + 1];
-  powers<P>(s_child * inv_parent, ratio);
-  static_for<ncoeff<P>>([&](auto I) {
-    constexpr int k = decltype(I)::value;
-    constexpr int degree = multi_index_table<P>.degree[k];
-    L_child[k] += acc[k] * ratio[degree];
-  });
+  l2l_lanes<P, Real, 1>(L_parent, s_parent, &dx, &dy, &dz, &s_child, L_child);
 }
 
 /// \brief Number of particles p2m_lanes() and l2p_lanes() take at once: a SIMD vector of Real on

@@ -206,15 +206,26 @@ class ExpansionPassImpl final : public ExpansionPass {
           "kfmm::fmm::l2l",
           Kokkos::RangePolicy<ExecutionSpace>(space, tree.level_offset[level], tree.level_offset[level + 1]),
           KOKKOS_LAMBDA(int node) {
-            for (int c = cbegin(node); c < cend(node); ++c) {
-              int const child = cindex(c);
-              if (flags(child) & node_remote) continue;
-              Real acc[N];
-              for (int n = 0; n < N; ++n) acc[n] = L(child, n);
-              l2l<P, Real>(&L(node, 0), Real(scale(node)), Real(centre(child, 0) - centre(node, 0)),
-                           Real(centre(child, 1) - centre(node, 1)), Real(centre(child, 2) - centre(node, 2)),
-                           Real(scale(child)), acc);
-              for (int n = 0; n < N; ++n) L(child, n) = acc[n];
+            // The children one per lane, all of an octree node's at once (idle lanes take the
+            // node itself: zero offset, finite scale; they are not stored).
+            constexpr int W = l2l_width;
+            for (int first = cbegin(node); first < cend(node); first += W) {
+              int const count = compat::math::min(W, cend(node) - first);
+              Real dx[W], dy[W], dz[W], s_child[W];
+              for (int l = 0; l < W; ++l) {
+                int const child = l < count ? cindex(first + l) : node;
+                dx[l] = Real(centre(child, 0) - centre(node, 0));
+                dy[l] = Real(centre(child, 1) - centre(node, 1));
+                dz[l] = Real(centre(child, 2) - centre(node, 2));
+                s_child[l] = Real(scale(child));
+              }
+              Real lanes[N * W] = {};
+              l2l_lanes<P, Real, W>(&L(node, 0), Real(scale(node)), dx, dy, dz, s_child, lanes);
+              for (int l = 0; l < count; ++l) {
+                int const child = cindex(first + l);
+                if (flags(child) & node_remote) continue;
+                for (int n = 0; n < N; ++n) L(child, n) += lanes[n * W + l];
+              }
             }
           });
     }

@@ -1,11 +1,13 @@
 // Taylor expansions: P2M → M2L → L2P against direct sums for both kernels (convergence in P),
-// exactness of M2M and L2L, float robustness at extreme scales, runtime order dispatch.
+// exactness of M2M and L2L, lane forms against one lane, float robustness at extreme scales,
+// runtime order dispatch.
 #include <kfmm/core/error.hpp>
 #include <kfmm/fmm/expansion.hpp>
 #include <kfmm/fmm/expansion_dispatch.hpp>
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <random>
@@ -176,6 +178,93 @@ struct ShiftExactness {
 
 TEST(Expansion, M2MAndL2LAreExactTranslations) {
   for (int p = 1; p <= 8; ++p) kfmm::dispatch_order<ShiftExactness>(p);
+}
+
+// The lane forms the passes run (several sources, children or particles at once, with idle
+// lanes) agree with one-lane calls, lane by lane, in float and double.
+template <int P, class Real>
+void expect_lanes_match_one_lane() {
+  SCOPED_TRACE(testing::Message() << "P = " << P << (sizeof(Real) == 4 ? " float" : " double"));
+  constexpr int N = kfmm::ncoeff<P>;
+  double const tol = sizeof(Real) == 4 ? 2e-5 : 1e-12;
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> u(-0.5, 0.5);
+  auto near = [&](Real got, Real want, Real scale, char const* what, int k) {
+    EXPECT_NEAR(double(got), double(want), tol * double(scale)) << what << " k = " << k;
+  };
+  auto max_abs = [](Real const* v, int n, int stride) {
+    Real m = 0;
+    for (int i = 0; i < n; ++i) m = std::max(m, std::abs(v[i * stride]));
+    return m;
+  };
+
+  {  // M2L: 11 sources in 16 lanes into one target vs 11 single calls.
+    constexpr int W = 16, count = 11;
+    std::vector<std::array<Real, N>> M(W);
+    Real const* sources[W];
+    Real s[W], dx[W], dy[W], dz[W];
+    for (int l = 0; l < W; ++l) {
+      for (auto& m : M[l]) m = Real(u(rng));
+      sources[l] = M[l].data();
+      s[l] = Real(0.5 + 0.5 * u(rng));
+      dx[l] = Real(4 + u(rng)), dy[l] = Real(3 * u(rng)), dz[l] = Real(-2 + u(rng));
+    }
+    Real lanes[N * W] = {}, one[N] = {};
+    kfmm::m2l_lanes<SofteningKind::Plummer, P, Real, W>(count, sources, s, dx, dy, dz, Real(0.1), Real(0.7), lanes);
+    for (int l = 0; l < count; ++l)
+      kfmm::m2l<SofteningKind::Plummer, P>(M[l].data(), s[l], dx[l], dy[l], dz[l], Real(0.1), Real(0.7), one);
+    for (int k = 0; k < N; ++k) {
+      Real sum = 0;
+      for (int l = 0; l < W; ++l) {
+        sum += lanes[k * W + l];
+        if (l >= count) EXPECT_EQ(lanes[k * W + l], Real(0)) << "idle lane " << l << " k = " << k;
+      }
+      near(sum, one[k], max_abs(one, N, 1), "m2l", k);
+    }
+  }
+  {  // L2L: one parent into 5 children in 8 lanes vs 5 single calls.
+    constexpr int W = 8, count = 5;
+    Real L[N], dx[W], dy[W], dz[W], s[W];
+    for (auto& v : L) v = Real(u(rng));
+    for (int l = 0; l < W; ++l) dx[l] = Real(u(rng)), dy[l] = Real(u(rng)), dz[l] = Real(u(rng)), s[l] = Real(0.5);
+    Real lanes[N * W] = {};
+    kfmm::l2l_lanes<P, Real, W>(L, Real(1), dx, dy, dz, s, lanes);
+    for (int l = 0; l < count; ++l) {
+      Real one[N] = {};
+      kfmm::l2l<P>(L, Real(1), dx[l], dy[l], dz[l], s[l], one);
+      for (int k = 0; k < N; ++k) near(lanes[k * W + l], one[k], max_abs(one, N, 1), "l2l", k);
+    }
+  }
+  {  // P2M and L2P: 13 particles in 16 lanes (idle lanes massless) vs one at a time.
+    constexpr int W = 16, count = 13;
+    Real m[W], ux[W], uy[W], uz[W];
+    for (int l = 0; l < W; ++l) m[l] = l < count ? Real(1 + u(rng)) : Real(0), ux[l] = Real(u(rng)), uy[l] = Real(u(rng)), uz[l] = Real(u(rng));
+    Real lanes[N * W] = {}, one[N] = {}, sum[N] = {};
+    kfmm::p2m_lanes<P, Real, W>(m, ux, uy, uz, lanes);
+    for (int l = 0; l < count; ++l) kfmm::p2m<P>(m[l], ux[l], uy[l], uz[l], one);
+    for (int k = 0; k < N; ++k) {
+      for (int l = 0; l < W; ++l) sum[k] += lanes[k * W + l];
+      near(sum[k], one[k], max_abs(one, N, 1), "p2m", k);
+    }
+    Real phi[W], gx[W], gy[W], gz[W];
+    kfmm::l2p_lanes<P, Real, W>(one, Real(2), ux, uy, uz, phi, gx, gy, gz);
+    for (int l = 0; l < count; ++l) {
+      Real p1, x1, y1, z1;
+      kfmm::l2p<P>(one, Real(2), ux[l], uy[l], uz[l], p1, x1, y1, z1);
+      Real const g = std::sqrt(x1 * x1 + y1 * y1 + z1 * z1);
+      near(phi[l], p1, std::abs(p1), "l2p potential", l);
+      near(gx[l], x1, g, "l2p x", l);
+      near(gy[l], y1, g, "l2p y", l);
+      near(gz[l], z1, g, "l2p z", l);
+    }
+  }
+}
+
+TEST(Expansion, LaneFormsMatchOneLane) {
+  expect_lanes_match_one_lane<3, float>();
+  expect_lanes_match_one_lane<3, double>();
+  expect_lanes_match_one_lane<7, float>();
+  expect_lanes_match_one_lane<7, double>();
 }
 
 // Float at P = 8 with nodes of scale 2^e separated by 8·2^e: without the power-of-two scaling,
