@@ -44,18 +44,27 @@ struct WalkView {
   KOKKOS_INLINE_FUNCTION int child(int node, int j) const {
     return (flags(node) & node_leaf) ? node : cindex(cbegin(node) + j);
   }
-  KOKKOS_INLINE_FUNCTION PairKind classify(int a, int b) const {
-    if (flags(a) & node_remote) return pair_none;
-    if (a != b) {
-      double d2 = 0;
-      for (int k = 0; k < 3; ++k) d2 += (centre(a, k) - centre(b, k)) * (centre(a, k) - centre(b, k));
-      double const r = radius(a) + radius(b);
+  // What classify() needs of the target side, loaded once for all its candidate sources.
+  struct Target {
+    int node, flags;
+    double x, y, z, radius;
+  };
+  KOKKOS_INLINE_FUNCTION Target target(int a) const {
+    return {a, flags(a), centre(a, 0), centre(a, 1), centre(a, 2), radius(a)};
+  }
+  KOKKOS_INLINE_FUNCTION PairKind classify(Target const& a, int b) const {
+    if (a.flags & node_remote) return pair_none;
+    int const fb = flags(b);
+    if (a.node != b) {
+      double const dx = a.x - centre(b, 0), dy = a.y - centre(b, 1), dz = a.z - centre(b, 2);
+      double const d2 = dx * dx + dy * dy + dz * dz;
+      double const r = a.radius + radius(b);
       // The spline kernel is piecewise: its Taylor series only converges for pairs whose
       // every distance lies beyond the softening support.
       bool const beyond_reach = kernel_reach == 0.0 || compat::math::sqrt(d2) - r >= kernel_reach;
       if (r * r < theta * theta * d2 && beyond_reach) return pair_m2l;
     }
-    if ((flags(a) & node_leaf) && (flags(b) & node_leaf)) return pair_p2p;
+    if ((a.flags & node_leaf) && (fb & node_leaf)) return pair_p2p;
     return pair_open;
   }
 };
@@ -113,7 +122,7 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
           for (int j = 0; j < max_children; ++j) {
             int n[3] = {0, 0, 0};
             if (j < na) {
-              int const a = first ? A : w.child(A, j);
+              auto const a = w.target(first ? A : w.child(A, j));
               for (int e = offset(g); e < offset(g + 1); ++e) {
                 int const B = source(e);
                 int const nb = first ? 1 : w.num_children(B);
@@ -151,14 +160,14 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
           int const na = first ? 1 : w.num_children(A);
           for (int j = 0; j < na; ++j) {
             int const slot = g * max_children + j;
-            int const a = first ? A : w.child(A, j);
+            auto const a = w.target(first ? A : w.child(A, j));
             int cursor[3];
             for (int k = 0; k < 3; ++k) {
               cursor[k] = entry_base[k] + entries[k](slot);
               bool const is_group = (slot + 1 < slots ? has[k](slot + 1) : group_total[k]) > has[k](slot);
               if (is_group) {
                 int const group = group_base[k] + has[k](slot);
-                out_target[k](group) = a;
+                out_target[k](group) = a.node;
                 out_offset[k](group) = cursor[k];
               }
             }

@@ -35,38 +35,9 @@ KOKKOS_INLINE_FUNCTION void p2m(Real m, Real ux, Real uy, Real uz, Real* M) {
   p2m_lanes<P, Real, 1>(&m, &ux, &uy, &uz, M);
 }
 
-/// \brief M2M: accumulates a child's multipole (scale s_child) into its parent's (scale
-/// s_parent); (dx, dy, dz) = c_child − c_parent, unscaled. Exact up to round-off: the shifted
-/// multipole equals P2M of the child's particles about the parent centre.
-template <int P, class Real>
-KOKKOS_INLINE_FUNCTION void m2m(Real const* M_child, Real s_child, Real dx, Real dy, Real dz, Real s_parent,
-                                Real* M_parent) {
-  Real const inv_parent = Real(1) / s_parent;
-  Real w[ncoeff<P>];  // (d/s_parent)^n / n!
-  monomials<P, true>(dx * inv_parent, dy * inv_parent, dz * inv_parent, w);
-  Real ratio[P + 1];
-  powers<P>(s_child * inv_parent, ratio);
-  Real child[ncoeff<P>];
-  static_for<ncoeff<P>>([&](auto I) {
-    constexpr int k = decltype(I)::value;
-    constexpr int degree = multi_index_table<P>.degree[k];
-    child[k] = M_child[k] * ratio[degree];
-  });
-  // M̃ᵖ_{k+n} += (s_c/s_p)^{|k|} M̃ᶜ_k (d/s_p)^n / n!
-  static_for<index_pair_table<P>.size>([&](auto I) {
-    constexpr int i = decltype(I)::value;
-    constexpr int k = index_pair_table<P>.k[i], n = index_pair_table<P>.n[i], sum = index_pair_table<P>.sum[i];
-    M_parent[sum] += child[k] * w[n];
-  });
-}
-
-/// \brief Number of sources m2l_lanes() handles at once in the passes: one 64-byte SIMD vector
-/// of Real (AVX-512), so the lane loops vectorise across sources.
-template <class Real>
-inline constexpr int m2l_width = 64 / int(sizeof(Real));
-
-/// \brief Number of local coefficients k that M2L accumulates at once (registers per block).
-inline constexpr int m2l_block = 8;
+/// \brief Number of output coefficients that M2L, L2L and M2M accumulate at once (registers per
+/// block).
+inline constexpr int coefficient_block = 8;
 
 namespace detail {
 /// acc[j·W + l] += Σ_n D_{k+n} a_n (lane l) for k = first + j, j < count, over every n with
@@ -90,7 +61,86 @@ KOKKOS_FORCEINLINE_FUNCTION void contract_block(Real const* D, Real const* a, Re
     });
   });
 }
+/// acc[j·W + l] += Σ_{k ≤ s} a_k w_{s−k} (lane l, k ≤ s in every component) for s = first + j,
+/// j < count: the convolution of M2M. The block's highest degree bounds the k (a prefix).
+template <int P, class Real, int W, int first, int count>
+KOKKOS_FORCEINLINE_FUNCTION void convolve_block(Real const* a, Real const* w, Real* acc) {
+  constexpr auto const& t = multi_index_table<P>;
+  static_for<ncoeff<t.degree[first + count - 1]>>([&](auto Kk) KFMM_INLINE_LAMBDA {
+    constexpr int k = decltype(Kk)::value;
+    static_for<count>([&](auto J) KFMM_INLINE_LAMBDA {
+      constexpr int j = decltype(J)::value;
+      constexpr int s = first + j;
+      if constexpr (t.e[k][0] <= t.e[s][0] && t.e[k][1] <= t.e[s][1] && t.e[k][2] <= t.e[s][2]) {
+        constexpr int n = flat_index(t.e[s][0] - t.e[k][0], t.e[s][1] - t.e[k][1], t.e[s][2] - t.e[k][2]);
+        KFMM_LANE_LOOP
+        for (int l = 0; l < W; ++l) acc[j * W + l] += a[k * W + l] * w[n * W + l];
+      }
+    });
+  });
+}
 }  // namespace detail
+
+/// \brief Number of children m2m_lanes() and l2l_lanes() take at once: all of an octree node's.
+inline constexpr int child_lanes = 8;
+
+/// \brief M2M from up to W children at once into one parent (scale s_parent), child w in lane
+/// w: accumulates into M_lanes[n·W + w] the multipole of child w < count (M_children[w], scale
+/// s_child[w], offset (dx, dy, dz)[w] = c_child − c_parent, unscaled) about the parent centre;
+/// the caller sums the lanes. Idle lanes w ≥ count add exactly +0 (their moments are 0) and need
+/// finite inputs only. Exact up to round-off: the shifted multipole equals P2M of the child's
+/// particles about the parent centre.
+///
+/// M̃ᵖ_s = Σ_{k ≤ s} (s_c/s_p)^{|k|} M̃ᶜ_k (d/s_p)^{s−k} / (s−k)!, in register blocks of s.
+template <int P, class Real, int W>
+KOKKOS_INLINE_FUNCTION void m2m_lanes(int count, Real const* const* M_children, Real const* s_child, Real const* dx,
+                                      Real const* dy, Real const* dz, Real s_parent, Real* M_lanes) {
+  constexpr int N = ncoeff<P>;
+  Real const inv_parent = Real(1) / s_parent;
+  Real ux[W], uy[W], uz[W];
+  Real ratio[(P + 1) * W];  // (s_child/s_parent)^d
+  KFMM_LANE_LOOP
+  for (int l = 0; l < W; ++l) {
+    ux[l] = dx[l] * inv_parent;
+    uy[l] = dy[l] * inv_parent;
+    uz[l] = dz[l] * inv_parent;
+    ratio[l] = Real(1);
+    for (int d = 1; d <= P; ++d) ratio[d * W + l] = ratio[(d - 1) * W + l] * (s_child[l] * inv_parent);
+  }
+  Real w[N * W];  // u^n / n!
+  monomials_lanes<P, true, Real, W>(ux, uy, uz, w);
+  Real a[N * W];  // (s_c/s_p)^{|k|} M̃ᶜ_k
+  transpose_to_lanes<N, W>(count, M_children, a);
+  for (int k = 0; k < N; ++k) {
+    Real const* r = ratio + multi_index_table<P>.degree[k] * W;
+    KFMM_LANE_LOOP
+    for (int l = 0; l < W; ++l) a[k * W + l] *= r[l];
+  }
+  constexpr int blocks = (N + coefficient_block - 1) / coefficient_block;
+  static_for<blocks>([&](auto B) {
+    constexpr int first = decltype(B)::value * coefficient_block;
+    constexpr int count_s = N - first < coefficient_block ? N - first : coefficient_block;
+    Real acc[coefficient_block * W] = {};
+    detail::convolve_block<P, Real, W, first, count_s>(a, w, acc);
+    for (int j = 0; j < count_s; ++j) {
+      KFMM_LANE_LOOP
+      for (int l = 0; l < W; ++l) M_lanes[(first + j) * W + l] += acc[j * W + l];
+    }
+  });
+}
+
+/// \brief M2M: accumulates a child's multipole (scale s_child) into its parent's (scale
+/// s_parent); (dx, dy, dz) = c_child − c_parent, unscaled. One lane of m2m_lanes().
+template <int P, class Real>
+KOKKOS_INLINE_FUNCTION void m2m(Real const* M_child, Real s_child, Real dx, Real dy, Real dz, Real s_parent,
+                                Real* M_parent) {
+  m2m_lanes<P, Real, 1>(1, &M_child, &s_child, &dx, &dy, &dz, s_parent, M_parent);
+}
+
+/// \brief Number of sources m2l_lanes() handles at once in the passes: one 64-byte SIMD vector
+/// of Real (AVX-512), so the lane loops vectorise across sources.
+template <class Real>
+inline constexpr int m2l_width = 64 / int(sizeof(Real));
 
 /// \brief M2L for up to W sources into one target, each source in its own lane: accumulates
 /// into lane w of the target's local expansion, L_lanes[k·W + w], the field of source w < count
@@ -139,14 +189,14 @@ KOKKOS_INLINE_FUNCTION void m2l_lanes(int count, Real const* const* M_sources, R
     KFMM_LANE_LOOP
     for (int l = 0; l < W; ++l) a[n * W + l] *= factor[l];
   }
-  // L_k for a block of m2l_block consecutive k at a time, one register accumulator each: every
+  // L_k for a block of coefficient_block consecutive k at a time, one register accumulator each: every
   // a_n is loaded once per block, and the block's independent multiply–add chains keep the
   // FMA units busy (one accumulator per k was bound by the FMA latency and by two loads each).
-  constexpr int blocks = (N + m2l_block - 1) / m2l_block;
+  constexpr int blocks = (N + coefficient_block - 1) / coefficient_block;
   static_for<blocks>([&](auto B) {
-    constexpr int first = decltype(B)::value * m2l_block;
-    constexpr int count = N - first < m2l_block ? N - first : m2l_block;
-    Real acc[m2l_block * W] = {};
+    constexpr int first = decltype(B)::value * coefficient_block;
+    constexpr int count = N - first < coefficient_block ? N - first : coefficient_block;
+    Real acc[coefficient_block * W] = {};
     detail::contract_block<P, Real, W, first, count>(D, a, acc);
     static_for<count>([&](auto J) {
       constexpr int j = decltype(J)::value;
@@ -168,9 +218,6 @@ KOKKOS_INLINE_FUNCTION void m2l(Real const* M_source, Real s_source, Real dx, Re
                                 Real s_target, Real* L_target) {
   m2l_lanes<kind, P, Real, 1>(1, &M_source, &s_source, &dx, &dy, &dz, h, s_target, L_target);
 }
-
-/// \brief Number of children l2l_lanes() takes at once: all of an octree node's.
-inline constexpr int l2l_width = 8;
 
 /// \brief L2L from one parent (local expansion L_parent, scale s_parent) into up to W children
 /// at once, child w in lane w: accumulates into L_lanes[k·W + w] the parent's expansion
@@ -198,11 +245,11 @@ KOKKOS_INLINE_FUNCTION void l2l_lanes(Real const* L_parent, Real s_parent, Real 
   monomials_lanes<P, true, Real, W>(ux, uy, uz, w);
   Real f[N];  // (k+n)! L̃ᵖ_{k+n}
   for (int s = 0; s < N; ++s) f[s] = L_parent[s] * Real(1.0 / multi_index_table<P>.inv_factorial[s]);
-  constexpr int blocks = (N + m2l_block - 1) / m2l_block;
+  constexpr int blocks = (N + coefficient_block - 1) / coefficient_block;
   static_for<blocks>([&](auto B) {
-    constexpr int first = decltype(B)::value * m2l_block;
-    constexpr int count = N - first < m2l_block ? N - first : m2l_block;
-    Real acc[m2l_block * W] = {};
+    constexpr int first = decltype(B)::value * coefficient_block;
+    constexpr int count = N - first < coefficient_block ? N - first : coefficient_block;
+    Real acc[coefficient_block * W] = {};
     detail::contract_block<P, Real, W, first, count, true>(f, w, acc);
     static_for<count>([&](auto J) {
       constexpr int j = decltype(J)::value;
@@ -237,39 +284,41 @@ KOKKOS_INLINE_FUNCTION void l2p_lanes(Real const* L, Real s, Real const* ux, Rea
                                       Real* dphidx, Real* dphidy, Real* dphidz) {
   Real mono[ncoeff<P> * W];
   monomials_lanes<P, false, Real, W>(ux, uy, uz, mono);
-  Real value[W] = {}, gx[W] = {}, gy[W] = {}, gz[W] = {};
-  static_for<ncoeff<P>>([&](auto I) {
+  // Two accumulators per output (even and odd k): eight independent multiply–add chains.
+  Real value[2 * W] = {}, gx[2 * W] = {}, gy[2 * W] = {}, gz[2 * W] = {};
+  static_for<ncoeff<P>>([&](auto I) KFMM_INLINE_LAMBDA {
     constexpr int k = decltype(I)::value;
     constexpr int a = multi_index_table<P>.e[k][0], b = multi_index_table<P>.e[k][1], c = multi_index_table<P>.e[k][2];
+    constexpr int half = (k % 2) * W;
     Real const Lk = L[k];
     KFMM_LANE_LOOP
-    for (int l = 0; l < W; ++l) value[l] += Lk * mono[k * W + l];
+    for (int l = 0; l < W; ++l) value[half + l] += Lk * mono[k * W + l];
     if constexpr (a > 0) {
       constexpr int below = flat_index(a - 1, b, c);
       Real const f = Real(a) * Lk;
       KFMM_LANE_LOOP
-      for (int l = 0; l < W; ++l) gx[l] += f * mono[below * W + l];
+      for (int l = 0; l < W; ++l) gx[half + l] += f * mono[below * W + l];
     }
     if constexpr (b > 0) {
       constexpr int below = flat_index(a, b - 1, c);
       Real const f = Real(b) * Lk;
       KFMM_LANE_LOOP
-      for (int l = 0; l < W; ++l) gy[l] += f * mono[below * W + l];
+      for (int l = 0; l < W; ++l) gy[half + l] += f * mono[below * W + l];
     }
     if constexpr (c > 0) {
       constexpr int below = flat_index(a, b, c - 1);
       Real const f = Real(c) * Lk;
       KFMM_LANE_LOOP
-      for (int l = 0; l < W; ++l) gz[l] += f * mono[below * W + l];
+      for (int l = 0; l < W; ++l) gz[half + l] += f * mono[below * W + l];
     }
   });
   Real const inv_s = Real(1) / s;
   KFMM_LANE_LOOP
   for (int l = 0; l < W; ++l) {
-    phi[l] = value[l];
-    dphidx[l] = gx[l] * inv_s;
-    dphidy[l] = gy[l] * inv_s;
-    dphidz[l] = gz[l] * inv_s;
+    phi[l] = value[l] + value[W + l];
+    dphidx[l] = (gx[l] + gx[W + l]) * inv_s;
+    dphidy[l] = (gy[l] + gy[W + l]) * inv_s;
+    dphidz[l] = (gz[l] + gz[W + l]) * inv_s;
   }
 }
 

@@ -53,11 +53,25 @@ struct UpwardFunctor {
       for (int n = 0; n < N; ++n)
         for (int l = 0; l < W; ++l) acc[n] += lanes[n * W + l];
     } else {
-      for (int c = cbegin(node); c < cend(node); ++c) {
-        int const child = cindex(c);
-        m2m<P, Real>(&M(child, 0), Real(scale(child)), Real(centre(child, 0) - centre(node, 0)),
-                     Real(centre(child, 1) - centre(node, 1)), Real(centre(child, 2) - centre(node, 2)), Real(s), acc);
+      // The children one per lane (idle lanes: no moments, the node's own centre and scale).
+      constexpr int W = child_lanes;
+      Real lanes[N * W] = {};
+      for (int first = cbegin(node); first < cend(node); first += W) {
+        int const count = compat::math::min(W, cend(node) - first);
+        Real const* moments[W];
+        Real s_child[W], dx[W], dy[W], dz[W];
+        for (int l = 0; l < W; ++l) {
+          int const child = l < count ? cindex(first + l) : node;
+          moments[l] = &M(child, 0);
+          s_child[l] = Real(scale(child));
+          dx[l] = Real(centre(child, 0) - centre(node, 0));
+          dy[l] = Real(centre(child, 1) - centre(node, 1));
+          dz[l] = Real(centre(child, 2) - centre(node, 2));
+        }
+        m2m_lanes<P, Real, W>(count, moments, s_child, dx, dy, dz, Real(s), lanes);
       }
+      for (int n = 0; n < N; ++n)
+        for (int l = 0; l < W; ++l) acc[n] += lanes[n * W + l];
     }
     for (int n = 0; n < N; ++n) M(node, n) = acc[n];
   }
@@ -208,7 +222,7 @@ class ExpansionPassImpl final : public ExpansionPass {
           KOKKOS_LAMBDA(int node) {
             // The children one per lane, all of an octree node's at once (idle lanes take the
             // node itself: zero offset, finite scale; they are not stored).
-            constexpr int W = l2l_width;
+            constexpr int W = child_lanes;
             for (int first = cbegin(node); first < cend(node); first += W) {
               int const count = compat::math::min(W, cend(node) - first);
               Real dx[W], dy[W], dz[W], s_child[W];

@@ -235,6 +235,28 @@ void expect_lanes_match_one_lane() {
       for (int k = 0; k < N; ++k) near(lanes[k * W + l], one[k], max_abs(one, N, 1), "l2l", k);
     }
   }
+  {  // M2M: 6 children in 8 lanes into one parent vs 6 single calls.
+    constexpr int W = 8, count = 6;
+    std::vector<std::array<Real, N>> M(W);
+    Real const* children[W];
+    Real dx[W], dy[W], dz[W], s[W];
+    for (int l = 0; l < W; ++l) {
+      for (auto& m : M[l]) m = Real(u(rng));
+      children[l] = M[l].data();
+      dx[l] = Real(u(rng)), dy[l] = Real(u(rng)), dz[l] = Real(u(rng)), s[l] = Real(0.5);
+    }
+    Real lanes[N * W] = {}, one[N] = {};
+    kfmm::m2m_lanes<P, Real, W>(count, children, s, dx, dy, dz, Real(1), lanes);
+    for (int l = 0; l < count; ++l) kfmm::m2m<P>(M[l].data(), s[l], dx[l], dy[l], dz[l], Real(1), one);
+    for (int k = 0; k < N; ++k) {
+      Real sum = 0;
+      for (int l = 0; l < W; ++l) {
+        sum += lanes[k * W + l];
+        if (l >= count) EXPECT_EQ(lanes[k * W + l], Real(0)) << "idle lane " << l << " k = " << k;
+      }
+      near(sum, one[k], max_abs(one, N, 1), "m2m", k);
+    }
+  }
   {  // P2M and L2P: 13 particles in 16 lanes (idle lanes massless) vs one at a time.
     constexpr int W = 16, count = 13;
     Real m[W], ux[W], uy[W], uz[W];
