@@ -40,43 +40,18 @@ KOKKOS_INLINE_FUNCTION void p2m(Real m, Real ux, Real uy, Real uz, Real* M) {
 inline constexpr int coefficient_block = 8;
 
 namespace detail {
-/// acc[j·W + l] += Σ_n D_{k+n} a_n (lane l) for k = first + j, j < count, over every n with
-/// |k| + |n| ≤ P. D has W lanes per coefficient (D[s·W + l]) or, if shared_D, one value for all
-/// lanes (D[s]). The layout is graded, so the block's lowest degree is that of its first k and
-/// its n are a prefix of the layout.
-template <int P, class Real, int W, int first, int count, bool shared_D = false>
-KOKKOS_FORCEINLINE_FUNCTION void contract_block(Real const* D, Real const* a, Real* acc) {
-  constexpr auto const& t = multi_index_table<P>;
-  static_for<ncoeff<P - t.degree[first]>>([&](auto Nn) KFMM_INLINE_LAMBDA {
-    constexpr int n = decltype(Nn)::value;
-    static_for<count>([&](auto J) KFMM_INLINE_LAMBDA {
-      constexpr int j = decltype(J)::value;
-      constexpr int k = first + j;
-      if constexpr (t.degree[k] + t.degree[n] <= P) {
-        constexpr int sum = flat_index(t.e[k][0] + t.e[n][0], t.e[k][1] + t.e[n][1], t.e[k][2] + t.e[n][2]);
-        Real const* d = shared_D ? D + sum : D + sum * W;
-        KFMM_LANE_LOOP
-        for (int l = 0; l < W; ++l) acc[j * W + l] += d[shared_D ? 0 : l] * a[n * W + l];
-      }
-    });
-  });
-}
-/// acc[j·W + l] += Σ_{k ≤ s} a_k w_{s−k} (lane l, k ≤ s in every component) for s = first + j,
-/// j < count: the convolution of M2M. The block's highest degree bounds the k (a prefix).
-template <int P, class Real, int W, int first, int count>
-KOKKOS_FORCEINLINE_FUNCTION void convolve_block(Real const* a, Real const* w, Real* acc) {
-  constexpr auto const& t = multi_index_table<P>;
-  static_for<ncoeff<t.degree[first + count - 1]>>([&](auto Kk) KFMM_INLINE_LAMBDA {
-    constexpr int k = decltype(Kk)::value;
-    static_for<count>([&](auto J) KFMM_INLINE_LAMBDA {
-      constexpr int j = decltype(J)::value;
-      constexpr int s = first + j;
-      if constexpr (t.e[k][0] <= t.e[s][0] && t.e[k][1] <= t.e[s][1] && t.e[k][2] <= t.e[s][2]) {
-        constexpr int n = flat_index(t.e[s][0] - t.e[k][0], t.e[s][1] - t.e[k][1], t.e[s][2] - t.e[k][2]);
-        KFMM_LANE_LOOP
-        for (int l = 0; l < W; ++l) acc[j * W + l] += a[k * W + l] * w[n * W + l];
-      }
-    });
+/// acc[j·W + l] += Σ X_x Y_y (lane l) over the entries of output first + j in
+/// block_table<P, kind, first, count>, every index a compile-time constant. X has W lanes per
+/// coefficient (X[x·W + l]); Y too, or, if shared_Y, one value for all lanes (Y[y]).
+template <int P, BlockProduct kind, class Real, int W, int first, int count, bool shared_Y = false>
+KOKKOS_FORCEINLINE_FUNCTION void block_products(Real const* X, Real const* Y, Real* acc) {
+  constexpr auto const& table = block_table<P, kind, first, count>;
+  static_for<table.size>([&](auto I) KFMM_INLINE_LAMBDA {
+    constexpr int i = decltype(I)::value;
+    constexpr int j = table.j[i], x = table.x[i], y = table.y[i];
+    Real const* yv = shared_Y ? Y + y : Y + y * W;
+    KFMM_LANE_LOOP
+    for (int l = 0; l < W; ++l) acc[j * W + l] += X[x * W + l] * yv[shared_Y ? 0 : l];
   });
 }
 }  // namespace detail
@@ -121,7 +96,7 @@ KOKKOS_INLINE_FUNCTION void m2m_lanes(int count, Real const* const* M_children, 
     constexpr int first = decltype(B)::value * coefficient_block;
     constexpr int count_s = N - first < coefficient_block ? N - first : coefficient_block;
     Real acc[coefficient_block * W] = {};
-    detail::convolve_block<P, Real, W, first, count_s>(a, w, acc);
+    detail::block_products<P, BlockProduct::convolution, Real, W, first, count_s>(a, w, acc);
     for (int j = 0; j < count_s; ++j) {
       KFMM_LANE_LOOP
       for (int l = 0; l < W; ++l) M_lanes[(first + j) * W + l] += acc[j * W + l];
@@ -197,7 +172,7 @@ KOKKOS_INLINE_FUNCTION void m2l_lanes(int count, Real const* const* M_sources, R
     constexpr int first = decltype(B)::value * coefficient_block;
     constexpr int count = N - first < coefficient_block ? N - first : coefficient_block;
     Real acc[coefficient_block * W] = {};
-    detail::contract_block<P, Real, W, first, count>(D, a, acc);
+    detail::block_products<P, BlockProduct::contraction, Real, W, first, count>(a, D, acc);
     static_for<count>([&](auto J) {
       constexpr int j = decltype(J)::value;
       constexpr int k = first + j;
@@ -250,7 +225,7 @@ KOKKOS_INLINE_FUNCTION void l2l_lanes(Real const* L_parent, Real s_parent, Real 
     constexpr int first = decltype(B)::value * coefficient_block;
     constexpr int count = N - first < coefficient_block ? N - first : coefficient_block;
     Real acc[coefficient_block * W] = {};
-    detail::contract_block<P, Real, W, first, count, true>(f, w, acc);
+    detail::block_products<P, BlockProduct::contraction, Real, W, first, count, true>(w, f, acc);
     static_for<count>([&](auto J) {
       constexpr int j = decltype(J)::value;
       constexpr int k = first + j;

@@ -45,12 +45,6 @@ KOKKOS_INLINE_FUNCTION constexpr int flat_index(int a, int b, int c) {
 namespace detail {
 
 constexpr double factorial(int n) { return n <= 1 ? 1.0 : n * factorial(n - 1); }
-constexpr double binomial(int n, int k) { return factorial(n) / (factorial(k) * factorial(n - k)); }
-
-/// Number of pairs of multi-indices (k, n) with |k| + |n| ≤ P: 6-D indices of degree ≤ P.
-constexpr int npairs(int P) {
-  return (P + 1) * (P + 2) * (P + 3) * (P + 4) * (P + 5) * (P + 6) / 720;
-}
 
 }  // namespace detail
 
@@ -87,41 +81,60 @@ struct MultiIndexTable {
 template <int P>
 inline constexpr MultiIndexTable<P> multi_index_table{};
 
-/// \brief All pairs (k, n) with |k| + |n| ≤ P and the flat index of k + n. Serves M2L
-/// (L_k ← D_{k+n} M_n) and the binomial shifts of M2M and L2L (child index k, offset n).
-template <int P>
-struct IndexPairTable {
-  static constexpr int size = detail::npairs(P);
-  int k[size] = {};
-  int n[size] = {};
-  int sum[size] = {};          ///< flat index of k + n
-  double binomial[size] = {};  ///< Π_i C(k_i + n_i, k_i)
-  int k_begin[ncoeff<P> + 1] = {};  ///< pairs of k are [k_begin[k], k_begin[k + 1]) (sorted by k, then n)
+/// \brief The two products of coefficient arrays the translations are made of.
+/// Contraction (M2L, L2L): out_k = Σ_{|n| ≤ P−|k|} X_n Y_{k+n}.
+/// Convolution (M2M): out_s = Σ_{k ≤ s componentwise} X_k Y_{s−k}.
+enum class BlockProduct { contraction, convolution };
 
-  constexpr IndexPairTable() {
-    constexpr MultiIndexTable<P> t{};
-    int p = 0;
-    for (int i = 0; i < t.size; ++i)
-      for (int j = 0; j < t.size; ++j) {
-        if (t.degree[i] + t.degree[j] > P) continue;
-        int s[3] = {};
-        double c = 1.0;
-        for (int x = 0; x < 3; ++x) {
-          s[x] = t.e[i][x] + t.e[j][x];
-          c *= detail::binomial(s[x], t.e[i][x]);
+namespace detail {
+// Whether output `out` takes operand X_x, and the index y of its partner Y_y.
+template <int P>
+constexpr bool block_entry(BlockProduct kind, int out, int x, int& y) {
+  auto const& t = multi_index_table<P>;
+  int e[3] = {};
+  for (int a = 0; a < 3; ++a) {
+    e[a] = kind == BlockProduct::contraction ? t.e[out][a] + t.e[x][a] : t.e[out][a] - t.e[x][a];
+    if (e[a] < 0) return false;
+  }
+  if (e[0] + e[1] + e[2] > P) return false;
+  y = flat_index(e[0], e[1], e[2]);
+  return true;
+}
+
+template <int P>
+constexpr int block_size(BlockProduct kind, int first, int count) {
+  int size = 0, y = 0;
+  for (int x = 0; x < ncoeff<P>; ++x)
+    for (int j = 0; j < count; ++j) size += block_entry<P>(kind, first + j, x, y);
+  return size;
+}
+}  // namespace detail
+
+/// \brief The products a block of `count` consecutive outputs first … first + count − 1 takes:
+/// entry i adds X_{x[i]} Y_{y[i]} to output first + j[i]. Ordered by x, so that each X_x is
+/// loaded once for the whole block, and the block's outputs are independent accumulators.
+template <int P, BlockProduct kind, int first, int count>
+struct BlockTable {
+  static constexpr int size = detail::block_size<P>(kind, first, count);
+  int j[size] = {};
+  int x[size] = {};
+  int y[size] = {};
+
+  constexpr BlockTable() {
+    int i = 0, partner = 0;
+    for (int xi = 0; xi < ncoeff<P>; ++xi)
+      for (int ji = 0; ji < count; ++ji)
+        if (detail::block_entry<P>(kind, first + ji, xi, partner)) {
+          j[i] = ji;
+          x[i] = xi;
+          y[i] = partner;
+          ++i;
         }
-        k[p] = i;
-        n[p] = j;
-        sum[p] = flat_index(s[0], s[1], s[2]);
-        binomial[p] = c;
-        ++p;
-        k_begin[i + 1] = p;
-      }
   }
 };
 
-template <int P>
-inline constexpr IndexPairTable<P> index_pair_table{};
+template <int P, BlockProduct kind, int first, int count>
+inline constexpr BlockTable<P, kind, first, count> block_table{};
 
 /// \brief Calls f(std::integral_constant<int, I>{}) for I = 0 … N−1, unrolled at compile time,
 /// so that every array index inside f is a constant and small arrays stay in registers.
