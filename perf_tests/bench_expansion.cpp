@@ -1,6 +1,6 @@
-// Throughput of the expansion operators: M2L pairs/s (batched as in the passes, and one by
-// one), P2M and L2P particles/s, over many independent items in a Kokkos parallel_for on the
-// host execution space.
+// Throughput of the expansion operators as the passes run them (in lanes): M2L pairs/s (and
+// one by one), P2M and L2P particles/s, M2M and L2L child translations/s, over many
+// independent items in a Kokkos parallel_for on the host execution space.
 #include <kfmm/fmm/expansion.hpp>
 
 #include <benchmark/benchmark.h>
@@ -75,17 +75,26 @@ void M2LOneByOne(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * items);
 }
 
+// P2M as the upward pass runs it: a leaf's particles W at a time (p2m_lanes), lanes summed.
 template <int P, class Real>
 void P2M(benchmark::State& state) {
   constexpr int N = kfmm::ncoeff<P>;
+  constexpr int W = kfmm::particle_lanes<Space, Real>;
   constexpr int per_node = 32;
   auto const M = random_view<Real>("kfmm::bench::multipoles", items / per_node, N, 1);
-  auto const u = random_view<Real>("kfmm::bench::offsets", items, 3, 3);
+  auto const u = random_view<Real>("kfmm::bench::offsets", items, 4, 3);
   for (auto _ : state) {
     Kokkos::parallel_for(
         "kfmm::bench::p2m", Kokkos::RangePolicy<Space>(0, items / per_node), KOKKOS_LAMBDA(int node) {
-          for (int j = node * per_node; j < (node + 1) * per_node; ++j)
-            kfmm::p2m<P>(Real(1), u(j, 0), u(j, 1), u(j, 2), &M(node, 0));
+          Real lanes[N * W] = {};
+          for (int first = node * per_node; first < (node + 1) * per_node; first += W) {
+            Real m[W], ux[W], uy[W], uz[W];
+            for (int l = 0; l < W; ++l)
+              m[l] = u(first + l, 3), ux[l] = u(first + l, 0), uy[l] = u(first + l, 1), uz[l] = u(first + l, 2);
+            kfmm::p2m_lanes<P, Real, W>(m, ux, uy, uz, lanes);
+          }
+          for (int n = 0; n < N; ++n)
+            for (int l = 0; l < W; ++l) M(node, n) += lanes[n * W + l];
         });
     Space().fence();
   }
@@ -93,22 +102,85 @@ void P2M(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * items);
 }
 
+// L2P as the downward pass runs it: a leaf's particles W at a time (l2p_lanes).
 template <int P, class Real>
 void L2P(benchmark::State& state) {
   constexpr int N = kfmm::ncoeff<P>;
+  constexpr int W = kfmm::particle_lanes<Space, Real>;
   constexpr int per_node = 32;
   auto const L = random_view<Real>("kfmm::bench::locals", items / per_node, N, 2);
   auto const u = random_view<Real>("kfmm::bench::offsets", items, 3, 3);
   auto const out = random_view<Real>("kfmm::bench::field", items, 4, 4);
   for (auto _ : state) {
     Kokkos::parallel_for(
-        "kfmm::bench::l2p", Kokkos::RangePolicy<Space>(0, items), KOKKOS_LAMBDA(int j) {
-          kfmm::l2p<P>(&L(j / per_node, 0), Real(1), u(j, 0), u(j, 1), u(j, 2), out(j, 0), out(j, 1), out(j, 2),
-                       out(j, 3));
+        "kfmm::bench::l2p", Kokkos::RangePolicy<Space>(0, items / per_node), KOKKOS_LAMBDA(int node) {
+          for (int first = node * per_node; first < (node + 1) * per_node; first += W) {
+            Real ux[W], uy[W], uz[W], phi[W], gx[W], gy[W], gz[W];
+            for (int l = 0; l < W; ++l) ux[l] = u(first + l, 0), uy[l] = u(first + l, 1), uz[l] = u(first + l, 2);
+            kfmm::l2p_lanes<P, Real, W>(&L(node, 0), Real(1), ux, uy, uz, phi, gx, gy, gz);
+            for (int l = 0; l < W; ++l)
+              out(first + l, 0) = phi[l], out(first + l, 1) = gx[l], out(first + l, 2) = gy[l], out(first + l, 3) = gz[l];
+          }
         });
     Space().fence();
   }
   benchmark::DoNotOptimize(out(0, 0));
+  state.SetItemsProcessed(state.iterations() * items);
+}
+
+// M2M and L2L as the passes run them: the 8 children of a node at once, one per lane. Items
+// are child translations.
+template <int P, class Real>
+void M2M(benchmark::State& state) {
+  constexpr int N = kfmm::ncoeff<P>;
+  constexpr int W = kfmm::child_lanes;
+  auto const children = random_view<Real>("kfmm::bench::children", items, N, 1);
+  auto const parents = random_view<Real>("kfmm::bench::parents", items / W, N, 2);
+  auto const d = random_view<Real>("kfmm::bench::offsets", items, 3, 3);
+  for (auto _ : state) {
+    Kokkos::parallel_for(
+        "kfmm::bench::m2m", Kokkos::RangePolicy<Space>(0, items / W), KOKKOS_LAMBDA(int node) {
+          Real const* moments[W];
+          Real s[W], dx[W], dy[W], dz[W];
+          for (int l = 0; l < W; ++l) {
+            int const c = node * W + l;
+            moments[l] = &children(c, 0);
+            s[l] = Real(0.5), dx[l] = d(c, 0), dy[l] = d(c, 1), dz[l] = d(c, 2);
+          }
+          Real lanes[N * W] = {};
+          kfmm::m2m_lanes<P, Real, W>(W, moments, s, dx, dy, dz, Real(1), lanes);
+          for (int n = 0; n < N; ++n)
+            for (int l = 0; l < W; ++l) parents(node, n) += lanes[n * W + l];
+        });
+    Space().fence();
+  }
+  benchmark::DoNotOptimize(parents(0, 0));
+  state.SetItemsProcessed(state.iterations() * items);
+}
+
+template <int P, class Real>
+void L2L(benchmark::State& state) {
+  constexpr int N = kfmm::ncoeff<P>;
+  constexpr int W = kfmm::child_lanes;
+  auto const parents = random_view<Real>("kfmm::bench::parents", items / W, N, 1);
+  auto const children = random_view<Real>("kfmm::bench::children", items, N, 2);
+  auto const d = random_view<Real>("kfmm::bench::offsets", items, 3, 3);
+  for (auto _ : state) {
+    Kokkos::parallel_for(
+        "kfmm::bench::l2l", Kokkos::RangePolicy<Space>(0, items / W), KOKKOS_LAMBDA(int node) {
+          Real s[W], dx[W], dy[W], dz[W];
+          for (int l = 0; l < W; ++l) {
+            int const c = node * W + l;
+            s[l] = Real(0.5), dx[l] = d(c, 0), dy[l] = d(c, 1), dz[l] = d(c, 2);
+          }
+          Real lanes[N * W] = {};
+          kfmm::l2l_lanes<P, Real, W>(&parents(node, 0), Real(1), dx, dy, dz, s, lanes);
+          for (int l = 0; l < W; ++l)
+            for (int n = 0; n < N; ++n) children(node * W + l, n) += lanes[n * W + l];
+        });
+    Space().fence();
+  }
+  benchmark::DoNotOptimize(children(0, 0));
   state.SetItemsProcessed(state.iterations() * items);
 }
 
@@ -120,7 +192,11 @@ void L2P(benchmark::State& state) {
   BENCHMARK_TEMPLATE(P2M, P, float);          \
   BENCHMARK_TEMPLATE(P2M, P, double);         \
   BENCHMARK_TEMPLATE(L2P, P, float);          \
-  BENCHMARK_TEMPLATE(L2P, P, double)
+  BENCHMARK_TEMPLATE(L2P, P, double);         \
+  BENCHMARK_TEMPLATE(M2M, P, float);          \
+  BENCHMARK_TEMPLATE(M2M, P, double);         \
+  BENCHMARK_TEMPLATE(L2L, P, float);          \
+  BENCHMARK_TEMPLATE(L2L, P, double)
 
 KFMM_EXPANSION_BENCHMARKS(2);
 KFMM_EXPANSION_BENCHMARKS(3);
