@@ -54,6 +54,62 @@ KOKKOS_FORCEINLINE_FUNCTION void block_products(Real const* X, Real const* Y, Re
     for (int l = 0; l < W; ++l) acc[j * W + l] += X[x * W + l] * yv[shared_Y ? 0 : l];
   });
 }
+
+/// Every output k of a translation, coefficient_block at a time (one register accumulator per
+/// output, so the multiply–adds form independent chains): out[k·W + l] += its sum of products,
+/// times target_scale[|k|·W + l] / k! for a contraction (the target side of M2L and L2L).
+template <int P, BlockProduct kind, bool shared_Y, class Real, int W>
+KOKKOS_FORCEINLINE_FUNCTION void translate_in_blocks(Real const* X, Real const* Y, Real const* target_scale,
+                                                     Real* out) {
+  constexpr int N = ncoeff<P>;
+  static_for<(N + coefficient_block - 1) / coefficient_block>([&](auto B) {
+    constexpr int first = decltype(B)::value * coefficient_block;
+    constexpr int count = N - first < coefficient_block ? N - first : coefficient_block;
+    Real acc[coefficient_block * W] = {};
+    block_products<P, kind, Real, W, first, count, shared_Y>(X, Y, acc);
+    static_for<count>([&](auto J) {
+      constexpr int j = decltype(J)::value;
+      constexpr int k = first + j;
+      if constexpr (kind == BlockProduct::contraction) {
+        Real const inv_factorial = Real(multi_index_table<P>.inv_factorial[k]);
+        Real const* scale = target_scale + multi_index_table<P>.degree[k] * W;
+        KFMM_LANE_LOOP
+        for (int l = 0; l < W; ++l) out[k * W + l] += acc[j * W + l] * (scale[l] * inv_factorial);
+      } else {
+        KFMM_LANE_LOOP
+        for (int l = 0; l < W; ++l) out[k * W + l] += acc[j * W + l];
+      }
+    });
+  });
+}
+
+/// a[n·W + l] *= factor[|n|·W + l] for every coefficient n.
+template <int P, class Real, int W>
+KOKKOS_INLINE_FUNCTION void scale_by_degree(Real const* factor, Real* a) {
+  for (int n = 0; n < ncoeff<P>; ++n) {
+    Real const* f = factor + multi_index_table<P>.degree[n] * W;
+    KFMM_LANE_LOOP
+    for (int l = 0; l < W; ++l) a[n * W + l] *= f[l];
+  }
+}
+
+/// What M2M and L2L need of W parent–child pairs, child w in lane w (offset d_w = c_child −
+/// c_parent, unscaled): w[n·W + l] = (d/s_parent)^n / n! and ratio[e·W + l] = (s_child/s_parent)^e.
+template <int P, class Real, int W>
+KOKKOS_INLINE_FUNCTION void parent_child_lanes(Real const* dx, Real const* dy, Real const* dz, Real const* s_child,
+                                               Real s_parent, Real* w, Real* ratio) {
+  Real const inv_parent = Real(1) / s_parent;
+  Real ux[W], uy[W], uz[W];
+  KFMM_LANE_LOOP
+  for (int l = 0; l < W; ++l) {
+    ux[l] = dx[l] * inv_parent;
+    uy[l] = dy[l] * inv_parent;
+    uz[l] = dz[l] * inv_parent;
+    ratio[l] = Real(1);
+    for (int e = 1; e <= P; ++e) ratio[e * W + l] = ratio[(e - 1) * W + l] * (s_child[l] * inv_parent);
+  }
+  monomials_lanes<P, true, Real, W>(ux, uy, uz, w);
+}
 }  // namespace detail
 
 /// \brief Number of children m2m_lanes() and l2l_lanes() take at once: all of an octree node's.
@@ -71,37 +127,12 @@ template <int P, class Real, int W>
 KOKKOS_INLINE_FUNCTION void m2m_lanes(int count, Real const* const* M_children, Real const* s_child, Real const* dx,
                                       Real const* dy, Real const* dz, Real s_parent, Real* M_lanes) {
   constexpr int N = ncoeff<P>;
-  Real const inv_parent = Real(1) / s_parent;
-  Real ux[W], uy[W], uz[W];
-  Real ratio[(P + 1) * W];  // (s_child/s_parent)^d
-  KFMM_LANE_LOOP
-  for (int l = 0; l < W; ++l) {
-    ux[l] = dx[l] * inv_parent;
-    uy[l] = dy[l] * inv_parent;
-    uz[l] = dz[l] * inv_parent;
-    ratio[l] = Real(1);
-    for (int d = 1; d <= P; ++d) ratio[d * W + l] = ratio[(d - 1) * W + l] * (s_child[l] * inv_parent);
-  }
-  Real w[N * W];  // u^n / n!
-  monomials_lanes<P, true, Real, W>(ux, uy, uz, w);
+  Real w[N * W], ratio[(P + 1) * W];
+  detail::parent_child_lanes<P, Real, W>(dx, dy, dz, s_child, s_parent, w, ratio);
   Real a[N * W];  // (s_c/s_p)^{|k|} M̃ᶜ_k
   transpose_to_lanes<N, W>(count, M_children, a);
-  for (int k = 0; k < N; ++k) {
-    Real const* r = ratio + multi_index_table<P>.degree[k] * W;
-    KFMM_LANE_LOOP
-    for (int l = 0; l < W; ++l) a[k * W + l] *= r[l];
-  }
-  constexpr int blocks = (N + coefficient_block - 1) / coefficient_block;
-  static_for<blocks>([&](auto B) {
-    constexpr int first = decltype(B)::value * coefficient_block;
-    constexpr int count_s = N - first < coefficient_block ? N - first : coefficient_block;
-    Real acc[coefficient_block * W] = {};
-    detail::block_products<P, BlockProduct::convolution, Real, W, first, count_s>(a, w, acc);
-    for (int j = 0; j < count_s; ++j) {
-      KFMM_LANE_LOOP
-      for (int l = 0; l < W; ++l) M_lanes[(first + j) * W + l] += acc[j * W + l];
-    }
-  });
+  detail::scale_by_degree<P, Real, W>(ratio, a);
+  detail::translate_in_blocks<P, BlockProduct::convolution, false, Real, W>(a, w, nullptr, M_lanes);
 }
 
 /// \brief M2M: accumulates a child's multipole (scale s_child) into its parent's (scale
@@ -159,29 +190,9 @@ KOKKOS_INLINE_FUNCTION void m2l_lanes(int count, Real const* const* M_sources, R
 
   Real a[N * W];  // M_n (−s_source/ρ)^|n|, lane-major
   transpose_to_lanes<N, W>(count, M_sources, a);
-  for (int n = 0; n < N; ++n) {
-    Real const* factor = source_factor + multi_index_table<P>.degree[n] * W;
-    KFMM_LANE_LOOP
-    for (int l = 0; l < W; ++l) a[n * W + l] *= factor[l];
-  }
-  // L_k for a block of coefficient_block consecutive k at a time, one register accumulator each: every
-  // a_n is loaded once per block, and the block's independent multiply–add chains keep the
-  // FMA units busy (one accumulator per k was bound by the FMA latency and by two loads each).
-  constexpr int blocks = (N + coefficient_block - 1) / coefficient_block;
-  static_for<blocks>([&](auto B) {
-    constexpr int first = decltype(B)::value * coefficient_block;
-    constexpr int count = N - first < coefficient_block ? N - first : coefficient_block;
-    Real acc[coefficient_block * W] = {};
-    detail::block_products<P, BlockProduct::contraction, Real, W, first, count>(a, D, acc);
-    static_for<count>([&](auto J) {
-      constexpr int j = decltype(J)::value;
-      constexpr int k = first + j;
-      Real const inv_factorial = Real(multi_index_table<P>.inv_factorial[k]);
-      Real const* factor = target_factor + multi_index_table<P>.degree[k] * W;
-      KFMM_LANE_LOOP
-      for (int l = 0; l < W; ++l) L_lanes[k * W + l] += acc[j * W + l] * (factor[l] * inv_factorial);
-    });
-  });
+  detail::scale_by_degree<P, Real, W>(source_factor, a);
+  // L_k = (s_target/ρ)^{|k|} / (ρ k!) Σ_n D_{k+n} a_n.
+  detail::translate_in_blocks<P, BlockProduct::contraction, false, Real, W>(a, D, target_factor, L_lanes);
 }
 
 /// \brief M2L: accumulates into the local expansion of a target node (centre c_t, scale
@@ -205,36 +216,11 @@ template <int P, class Real, int W>
 KOKKOS_INLINE_FUNCTION void l2l_lanes(Real const* L_parent, Real s_parent, Real const* dx, Real const* dy,
                                       Real const* dz, Real const* s_child, Real* L_lanes) {
   constexpr int N = ncoeff<P>;
-  Real const inv_parent = Real(1) / s_parent;
-  Real ux[W], uy[W], uz[W];
-  Real ratio[(P + 1) * W];  // (s_child/s_parent)^d
-  KFMM_LANE_LOOP
-  for (int l = 0; l < W; ++l) {
-    ux[l] = dx[l] * inv_parent;
-    uy[l] = dy[l] * inv_parent;
-    uz[l] = dz[l] * inv_parent;
-    ratio[l] = Real(1);
-    for (int d = 1; d <= P; ++d) ratio[d * W + l] = ratio[(d - 1) * W + l] * (s_child[l] * inv_parent);
-  }
-  Real w[N * W];  // u^n / n!
-  monomials_lanes<P, true, Real, W>(ux, uy, uz, w);
+  Real w[N * W], ratio[(P + 1) * W];
+  detail::parent_child_lanes<P, Real, W>(dx, dy, dz, s_child, s_parent, w, ratio);
   Real f[N];  // (k+n)! L̃ᵖ_{k+n}
   for (int s = 0; s < N; ++s) f[s] = L_parent[s] * Real(1.0 / multi_index_table<P>.inv_factorial[s]);
-  constexpr int blocks = (N + coefficient_block - 1) / coefficient_block;
-  static_for<blocks>([&](auto B) {
-    constexpr int first = decltype(B)::value * coefficient_block;
-    constexpr int count = N - first < coefficient_block ? N - first : coefficient_block;
-    Real acc[coefficient_block * W] = {};
-    detail::block_products<P, BlockProduct::contraction, Real, W, first, count, true>(w, f, acc);
-    static_for<count>([&](auto J) {
-      constexpr int j = decltype(J)::value;
-      constexpr int k = first + j;
-      Real const inv_factorial = Real(multi_index_table<P>.inv_factorial[k]);
-      Real const* r = ratio + multi_index_table<P>.degree[k] * W;
-      KFMM_LANE_LOOP
-      for (int l = 0; l < W; ++l) L_lanes[k * W + l] += acc[j * W + l] * (r[l] * inv_factorial);
-    });
-  });
+  detail::translate_in_blocks<P, BlockProduct::contraction, true, Real, W>(w, f, ratio, L_lanes);
 }
 
 /// \brief L2L: accumulates a parent's local expansion (scale s_parent) into a child's (scale
