@@ -197,6 +197,17 @@ void expect_lanes_match_one_lane() {
     for (int i = 0; i < n; ++i) m = std::max(m, std::abs(v[i * stride]));
     return m;
   };
+  // Lanes that sum into one output (M2L, M2M): the sum matches, idle lanes hold exactly 0.
+  auto expect_lane_sums = [&](Real const* lanes, int W, int count, Real const* one, char const* what) {
+    for (int k = 0; k < N; ++k) {
+      Real sum = 0;
+      for (int l = 0; l < W; ++l) {
+        sum += lanes[k * W + l];
+        if (l >= count) EXPECT_EQ(lanes[k * W + l], Real(0)) << what << " idle lane " << l << " k = " << k;
+      }
+      near(sum, one[k], max_abs(one, N, 1), what, k);
+    }
+  };
 
   {  // M2L: 11 sources in 16 lanes into one target vs 11 single calls.
     constexpr int W = 16, count = 11;
@@ -213,14 +224,7 @@ void expect_lanes_match_one_lane() {
     kfmm::m2l_lanes<SofteningKind::Plummer, P, Real, W>(count, sources, s, dx, dy, dz, Real(0.1), Real(0.7), lanes);
     for (int l = 0; l < count; ++l)
       kfmm::m2l<SofteningKind::Plummer, P>(M[l].data(), s[l], dx[l], dy[l], dz[l], Real(0.1), Real(0.7), one);
-    for (int k = 0; k < N; ++k) {
-      Real sum = 0;
-      for (int l = 0; l < W; ++l) {
-        sum += lanes[k * W + l];
-        if (l >= count) EXPECT_EQ(lanes[k * W + l], Real(0)) << "idle lane " << l << " k = " << k;
-      }
-      near(sum, one[k], max_abs(one, N, 1), "m2l", k);
-    }
+    expect_lane_sums(lanes, W, count, one, "m2l");
   }
   {  // L2L: one parent into 5 children in 8 lanes vs 5 single calls.
     constexpr int W = 8, count = 5;
@@ -248,14 +252,7 @@ void expect_lanes_match_one_lane() {
     Real lanes[N * W] = {}, one[N] = {};
     kfmm::m2m_lanes<P, Real, W>(count, children, s, dx, dy, dz, Real(1), lanes);
     for (int l = 0; l < count; ++l) kfmm::m2m<P>(M[l].data(), s[l], dx[l], dy[l], dz[l], Real(1), one);
-    for (int k = 0; k < N; ++k) {
-      Real sum = 0;
-      for (int l = 0; l < W; ++l) {
-        sum += lanes[k * W + l];
-        if (l >= count) EXPECT_EQ(lanes[k * W + l], Real(0)) << "idle lane " << l << " k = " << k;
-      }
-      near(sum, one[k], max_abs(one, N, 1), "m2m", k);
-    }
+    expect_lane_sums(lanes, W, count, one, "m2m");
   }
   {  // P2M and L2P: 13 particles in 16 lanes (idle lanes massless) vs one at a time.
     constexpr int W = 16, count = 13;
