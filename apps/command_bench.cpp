@@ -1,14 +1,16 @@
 // `kfmm bench`: times the force solver on generated or file particles (under mpirun too) and
-// measures its accuracy against direct summation on a sample of targets.
+// measures its accuracy against direct summation on a sample of targets, and the peak memory of
+// the Kokkos allocations per particle (what sizes a run on a GPU).
 #include "commands.hpp"
 #include "fmm_options.hpp"
 
 #include <kfmm/comm/initial_conditions.hpp>
+#include <kfmm/core/memory_usage.hpp>
 #include <kfmm/fmm/accuracy.hpp>
 #include <kfmm/fmm/solver.hpp>
 #include <kfmm/io/particle_file.hpp>
 
-#include <fmt/format.h>
+#include <kfmm/core/format.hpp>
 
 #include <algorithm>
 #include <map>
@@ -43,8 +45,49 @@ std::vector<std::pair<std::string, double>> slowest_phases(Context const& contex
   return phases;
 }
 
+// Peak bytes of one rank during the evaluations: all memory spaces together, the execution
+// space's memory space ("device") and the host space (the same one on CPU backends).
+struct RankMemory {
+  std::uint64_t particles = 0, peak = 0, device_peak = 0, host_peak = 0;
+};
+
+std::vector<RankMemory> gather_memory(Context const& context, RankMemory const& mine) {
+  std::uint64_t const local[4] = {mine.particles, mine.peak, mine.device_peak, mine.host_peak};
+  std::vector<std::uint64_t> all(context.is_root() ? 4 * context.size() : 0);
+  MPI_Gather(local, 4, MPI_UINT64_T, all.data(), 4, MPI_UINT64_T, 0, context.comm());
+  std::vector<RankMemory> ranks;
+  for (std::size_t r = 0; r < all.size(); r += 4) ranks.push_back(RankMemory{all[r], all[r + 1], all[r + 2], all[r + 3]});
+  return ranks;
+}
+
+double per_particle(std::uint64_t bytes, std::uint64_t particles) {
+  return particles > 0 ? double(bytes) / double(particles) : 0.0;
+}
+
+struct MemorySummary {
+  std::uint64_t peak_max = 0, peak_sum = 0, device_peak_max = 0;
+  double per_particle = 0, per_particle_max = 0, device_per_particle_max = 0;
+};
+
+MemorySummary summarize(std::vector<RankMemory> const& ranks) {
+  MemorySummary summary;
+  std::uint64_t particles = 0;
+  for (auto const& rank : ranks) {
+    particles += rank.particles;
+    summary.peak_sum += rank.peak;
+    summary.peak_max = std::max(summary.peak_max, rank.peak);
+    summary.device_peak_max = std::max(summary.device_peak_max, rank.device_peak);
+    summary.per_particle_max = std::max(summary.per_particle_max, per_particle(rank.peak, rank.particles));
+    summary.device_per_particle_max =
+        std::max(summary.device_per_particle_max, per_particle(rank.device_peak, rank.particles));
+  }
+  summary.per_particle = per_particle(summary.peak_sum, particles);
+  return summary;
+}
+
 void bench(Environment const& environment, BenchOptions const& options, FMMConfig const& config) {
   Context const& context = environment.world();
+  MemoryAccounting memory;
   Particles<HostSpace> host;
   std::string source;
   if (!options.input.empty()) {
@@ -60,6 +103,8 @@ void bench(Environment const& environment, BenchOptions const& options, FMMConfi
     source = to_string(ic.kind);
   }
   auto particles = to_device(host);
+  host = Particles<HostSpace>();  // not needed any more; a GPU run keeps no host copy either
+  memory.reset_peak();            // the peak from here on includes the particles and the solver
   ForceSolver solver(context, config);
   solver.compute(particles);  // warm-up: first decomposition, allocations
   std::vector<ForceStats> runs;
@@ -73,6 +118,12 @@ void bench(Environment const& environment, BenchOptions const& options, FMMConfi
   MPI_Allreduce(&mean_total, &slowest_total, 1, MPI_DOUBLE, MPI_MAX, context.comm());
   auto const phases = slowest_phases(context, runs);
   ForceStats const& last = runs.back();
+  // Before the accuracy measurement, which allocates for direct summation only.
+  std::string const device_space = MemorySpace::name(), host_space = HostSpace::name();
+  auto const largest_views = memory.current_by_label();  // kept between evaluations: the solver's buffers
+  auto const memory_ranks = gather_memory(
+      context, RankMemory{particles.num, memory.peak_bytes(), memory.usage(device_space).peak_bytes,
+                          memory.usage(host_space).peak_bytes});
   AccuracyReport const accuracy =
       measure_accuracy(context, particles, solver.potential(), solver.acceleration(), config, options.samples);
   std::uint64_t const imported[2] = {last.imported_nodes, last.imported_particles};
@@ -80,10 +131,28 @@ void bench(Environment const& environment, BenchOptions const& options, FMMConfi
   MPI_Allreduce(imported, imported_max, 2, MPI_UINT64_T, MPI_MAX, context.comm());
   if (!context.is_root()) return;
   double const rate = particles.num_total / slowest_total;
+  MemorySummary const mem = summarize(memory_ranks);
+  bool const separate_host = device_space != host_space;
   if (options.json) {
     std::string phase_json;
     for (auto const& [name, seconds] : phases)
       phase_json += fmt::format("{}\"{}\": {:.6g}", phase_json.empty() ? "" : ", ", name, seconds);
+    std::string rank_json;
+    for (auto const& rank : memory_ranks)
+      rank_json += fmt::format("{}{{\"particles\": {}, \"peak_bytes\": {}, \"device_peak_bytes\": {}, "
+                               "\"host_peak_bytes\": {}, \"bytes_per_particle\": {:.1f}}}",
+                               rank_json.empty() ? "" : ", ", rank.particles, rank.peak, rank.device_peak,
+                               rank.host_peak, per_particle(rank.peak, rank.particles));
+    std::string views_json;
+    for (std::size_t i = 0; i < std::min<std::size_t>(largest_views.size(), 12); ++i)
+      views_json += fmt::format("{}\"{}\": {}", i == 0 ? "" : ", ", largest_views[i].first, largest_views[i].second);
+    std::string const memory_json = fmt::format(
+        "\"memory\": {{\"device_space\": \"{}\", \"host_space\": \"{}\", \"peak_bytes_max\": {}, "
+        "\"peak_bytes_sum\": {}, \"bytes_per_particle\": {:.1f}, \"bytes_per_particle_max\": {:.1f}, "
+        "\"device_peak_bytes_max\": {}, \"device_bytes_per_particle_max\": {:.1f}, \"tool_chained\": {}, "
+        "\"per_rank\": [{}], \"largest_views_rank0\": {{{}}}}}",
+        device_space, host_space, mem.peak_max, mem.peak_sum, mem.per_particle, mem.per_particle_max,
+        mem.device_peak_max, mem.device_per_particle_max, memory.tool_chained(), rank_json, views_json);
     fmt::print(
         "{{\"source\": \"{}\", \"n\": {}, \"ranks\": {}, \"threads_per_rank\": {}, \"order\": {}, \"theta\": {}, "
         "\"leaf_size\": {}, \"precision\": \"{}\", \"kernel\": \"{}\", \"softening\": {}, \"seconds\": {:.6g}, "
@@ -91,13 +160,13 @@ void bench(Environment const& environment, BenchOptions const& options, FMMConfi
         "\"leaves\": {}, \"particles_min\": {}, \"particles_max\": {}, \"bytes_sent_max\": {}, "
         "\"bytes_received_max\": {}, \"imported_nodes_max\": {}, \"imported_particles_max\": {}, "
         "\"cost_imbalance\": {:.4g}, \"samples\": {}, \"force_l2\": {:.4g}, \"median\": {:.4g}, \"p99\": {:.4g}, "
-        "\"max\": {:.4g}, \"potential_l2\": {:.4g}}}\n",
+        "\"max\": {:.4g}, \"potential_l2\": {:.4g}, {}}}\n",
         source, particles.num_total, context.size(), environment.threads(), config.order, config.theta,
         config.leaf_size, to_string(config.precision), to_string(config.softening), config.softening_length,
         slowest_total, rate, phase_json, last.p2p_pairs, last.m2l, last.nodes, last.leaves, last.particles_min,
         last.particles_max, last.bytes_sent_max, last.bytes_received_max, imported_max[0], imported_max[1],
         last.cost_imbalance, accuracy.samples, accuracy.force_l2,
-        accuracy.median, accuracy.p99, accuracy.max, accuracy.potential_l2);
+        accuracy.median, accuracy.p99, accuracy.max, accuracy.potential_l2, memory_json);
     return;
   }
   fmt::print("kfmm bench: {} particles ({}), {} rank(s) × {} thread(s); p = {}, θ = {}, leaf ≤ {}, {} {}, ε = {}\n",
@@ -115,6 +184,20 @@ void bench(Environment const& environment, BenchOptions const& options, FMMConfi
                "{:.3g}/{:.3g} MB; imported at most {} nodes, {} particles\n",
                last.particles_min, last.particles_mean, last.particles_max, last.cost_imbalance,
                last.bytes_sent_max / 1e6, last.bytes_received_max / 1e6, imported_max[0], imported_max[1]);
+  fmt::print("  memory: peak of Kokkos allocations during the evaluations (particles included) {:.4g} MB = {:.0f} "
+             "B/particle{}{}\n",
+             mem.peak_max / 1e6, mem.per_particle_max, context.size() > 1 ? " (max over ranks)" : "",
+             separate_host ? fmt::format("; {} space {:.0f} B/particle", device_space, mem.device_per_particle_max)
+                           : std::string());
+  if (context.size() > 1 && context.size() <= 8) {  // one line per rank would not fit more
+    std::string per_rank;
+    for (std::size_t r = 0; r < memory_ranks.size(); ++r)
+      per_rank += fmt::format("{}{}: {:.4g} MB {:.0f} B/particle", r == 0 ? "" : "; ", r, memory_ranks[r].peak / 1e6,
+                              per_particle(memory_ranks[r].peak, memory_ranks[r].particles));
+    fmt::print("    per rank: {}; all ranks {:.0f} B/particle\n", per_rank, mem.per_particle);
+  }
+  if (memory.tool_chained())
+    fmt::print("    (a Kokkos Tools library is loaded: its allocation callbacks are still called)\n");
   if (accuracy.samples == 0) return;
   fmt::print("  accuracy vs direct summation ({} targets): force E = {:.3g}, median {:.3g}, 99% {:.3g}, max {:.3g}; "
              "potential {:.3g}\n",

@@ -6,7 +6,7 @@
 #include <kfmm/fmm/solver.hpp>
 #include <kfmm/io/particle_file.hpp>
 
-#include <fmt/format.h>
+#include <kfmm/core/format.hpp>
 
 namespace kfmm::app {
 

@@ -6,7 +6,7 @@
 #include <kfmm/core/error.hpp>
 #include <kfmm/io/particle_file.hpp>
 
-#include <fmt/format.h>
+#include <kfmm/core/format.hpp>
 
 #include <chrono>
 #include <cstdint>

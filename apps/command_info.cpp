@@ -4,7 +4,7 @@
 
 #include <kfmm/io/particle_file.hpp>
 
-#include <fmt/format.h>
+#include <kfmm/core/format.hpp>
 
 #include <algorithm>
 #include <array>

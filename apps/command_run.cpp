@@ -9,7 +9,7 @@
 #include <kfmm/io/restart.hpp>
 #include <kfmm/io/run_file.hpp>
 
-#include <fmt/format.h>
+#include <kfmm/core/format.hpp>
 
 #include <chrono>
 #include <cstdio>

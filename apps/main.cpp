@@ -6,7 +6,7 @@
 #include <kfmm/core/error.hpp>
 #include <kfmm/core/types.hpp>
 
-#include <fmt/format.h>
+#include <kfmm/core/format.hpp>
 
 #include <cstdio>
 

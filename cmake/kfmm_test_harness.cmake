@@ -14,7 +14,7 @@ function(kfmm_add_test_executable name)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/unit_tests)
   # The library's code generation, so that header kernels (e.g. the AVX-512 lane transpose)
   # are tested in the form the library runs them.
-  target_compile_options(${name} PRIVATE -fno-math-errno $<$<BOOL:${KFMM_ENABLE_NATIVE}>:-march=native>)
+  target_compile_options(${name} PRIVATE -fno-math-errno $<$<AND:$<BOOL:${KFMM_ENABLE_NATIVE}>,$<NOT:$<BOOL:${KFMM_PORTABLE_KERNELS}>>>:-march=native>)
 endfunction()
 
 function(kfmm_register_test name executable)

@@ -1,7 +1,7 @@
 #include <kfmm/comm/decomposition.hpp>
 #include <kfmm/core/sort.hpp>
 
-#include <fmt/format.h>
+#include <kfmm/core/format.hpp>
 
 #include <algorithm>
 #include <numeric>

@@ -1,6 +1,6 @@
 #include <kfmm/comm/exchange_plan.hpp>
 
-#include <fmt/format.h>
+#include <kfmm/core/format.hpp>
 
 #include <algorithm>
 

@@ -5,6 +5,7 @@
 #include <kfmm/build_config.hpp>
 #include <kfmm/comm/context.hpp>
 #include <kfmm/core/error.hpp>
+#include <kfmm/core/space_copy.hpp>
 #include <kfmm/core/sort.hpp>
 #include <kfmm/core/types.hpp>
 
@@ -51,6 +52,30 @@ View allocate_rows(std::string const& label, std::size_t rows, std::size_t width
     (void)width;
     return View(label, rows);
   }
+}
+
+/// Forward: send slot j takes element order(j); reverse: slot j takes row j. The kernels are
+/// free functions because nvcc allows device lambdas only there and in public member functions.
+template <class ExecutionSpace, class Source, class Order, class Buffer>
+void pack_rows(ExecutionSpace const& space, Source const& source, Order const& order, bool forward,
+               std::size_t width, std::size_t count, Buffer const& send) {
+  Kokkos::parallel_for(
+      "kfmm::exchange_plan::pack", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count), KOKKOS_LAMBDA(std::size_t j) {
+        std::size_t const row = forward ? order(j) : j;
+        for (std::size_t c = 0; c < width; ++c) send(j * width + c) = element(source, row, c);
+      });
+}
+
+/// Forward: received slot i is row i; reverse: received slot i lands on element order(i).
+template <class ExecutionSpace, class Target, class Order, class Buffer>
+void unpack_rows(ExecutionSpace const& space, Buffer const& recv, Order const& order, bool forward,
+                 std::size_t width, std::size_t count, Target const& target) {
+  Kokkos::parallel_for(
+      "kfmm::exchange_plan::unpack", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count),
+      KOKKOS_LAMBDA(std::size_t i) {
+        std::size_t const row = forward ? i : order(i);
+        for (std::size_t c = 0; c < width; ++c) element(target, row, c) = recv(i * width + c);
+      });
 }
 
 }  // namespace detail
@@ -176,7 +201,7 @@ class ExchangePlan {
     auto const copy = [&](std::size_t begin, std::size_t end) {
       if (end <= begin) return;
       auto const range = Kokkos::make_pair(begin * width, end * width);
-      Kokkos::deep_copy(Kokkos::subview(target, range), Kokkos::subview(source, range));
+      copy_contiguous(execution_space(), Kokkos::subview(target, range), Kokkos::subview(source, range));
     };
     copy(0, self_begin);
     copy(self_end, rows);
@@ -207,12 +232,7 @@ class ExchangePlan {
                                   num_send * width);
     Kokkos::View<T*, Memory> recv(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::exchange_plan::recv"),
                                   num_recv * width);
-    Kokkos::parallel_for(
-        "kfmm::exchange_plan::pack", Kokkos::RangePolicy<execution_space>(space, 0, num_send),
-        KOKKOS_LAMBDA(std::size_t j) {
-          std::size_t const row = forward ? order(j) : j;
-          for (std::size_t c = 0; c < width; ++c) send(j * width + c) = detail::element(source, row, c);
-        });
+    detail::pack_rows(space, source, order, forward, width, num_send, send);
 
     int const self = rank_;
     auto const self_send = Kokkos::make_pair(counts.send_offsets[self] * width, counts.send_offsets[self + 1] * width);
@@ -238,12 +258,7 @@ class ExchangePlan {
       copy_remote_rows(recv, recv_host, width, num_recv, counts.recv_offsets[self], counts.recv_offsets[self + 1]);
     }
 
-    Kokkos::parallel_for(
-        "kfmm::exchange_plan::unpack", Kokkos::RangePolicy<execution_space>(space, 0, num_recv),
-        KOKKOS_LAMBDA(std::size_t i) {
-          std::size_t const row = forward ? i : order(i);
-          for (std::size_t c = 0; c < width; ++c) detail::element(target, row, c) = recv(i * width + c);
-        });
+    detail::unpack_rows(space, recv, order, forward, width, num_recv, target);
     compat::fence(space, "kfmm::exchange_plan (imports unpacked)");
   }
 };

@@ -2,7 +2,7 @@
 #include <kfmm/comm/validate_global.hpp>
 #include <kfmm/core/validate.hpp>
 
-#include <fmt/format.h>
+#include <kfmm/core/format.hpp>
 
 #include <algorithm>
 #include <string>

@@ -1,7 +1,7 @@
 #pragma once
 /// \file
 /// \brief The one exception type of kfmm's host API.
-#include <fmt/format.h>
+#include <kfmm/core/format.hpp>
 
 #include <stdexcept>
 #include <string>

@@ -7,6 +7,7 @@
 /// significant bits of a key name the level-l octree cell that contains the point, so every
 /// octree cell is one contiguous key range (DESIGN.md §5.1).
 #include <kfmm/core/error.hpp>
+#include <kfmm/core/kernel_shape.hpp>
 #include <kfmm/core/types.hpp>
 
 #include <algorithm>
@@ -198,16 +199,16 @@ KOKKOS_INLINE_FUNCTION GridPoint cell_corner(std::uint64_t key, int level) {
   return corner;
 }
 
-/// \brief Writes the Hilbert keys of the first `n` positions into `keys` (extent ≥ n).
-template <class ExecutionSpace, class Memory>
-void compute_keys(ExecutionSpace const& space, BoundingCube const& cube, Vec3View<double, Memory> const& pos,
-                  std::size_t n, Kokkos::View<std::uint64_t*, Memory> const& keys) {
+/// \brief compute_keys() with W points per thread: W = 16 lets the key computation vectorise
+/// on CPUs (see hilbert_keys_lanes), W = 1 is one thread per particle (the GPU shape). Idle lanes
+/// of the last block repeat its first point. Public so that tests run both shapes anywhere.
+template <int W, class ExecutionSpace, class Memory>
+void compute_keys_in_lanes(ExecutionSpace const& space, BoundingCube const& cube, Vec3View<double, Memory> const& pos,
+                           std::size_t n, Kokkos::View<std::uint64_t*, Memory> const& keys) {
+  static_assert(W >= 1, "at least one lane");
   if (pos.extent(0) < n || keys.extent(0) < n)
     fail("compute_keys: n = {} exceeds the positions ({}) or keys ({}) extent; allocate at least n entries", n,
          pos.extent(0), keys.extent(0));
-  // W points per iteration, so that the key computation vectorises on CPUs (see
-  // hilbert_keys_lanes); idle lanes of the last block repeat its first point.
-  constexpr int W = compat::is_gpu_backend<ExecutionSpace>() ? 1 : 16;
   std::size_t const blocks = (n + W - 1) / W;
   Kokkos::parallel_for(
       "kfmm::hilbert::compute_keys", Kokkos::RangePolicy<ExecutionSpace>(space, 0, blocks), KOKKOS_LAMBDA(std::size_t b) {
@@ -224,6 +225,19 @@ void compute_keys(ExecutionSpace const& space, BoundingCube const& cube, Vec3Vie
         hilbert_keys_lanes<W>(gx, gy, gz, block_keys);
         for (int l = 0; l < W && first + l < n; ++l) keys(first + l) = block_keys[l];
       });
+}
+
+/// Lanes per thread of compute_keys() on ExecSpace: 16 in the CPU shape, 1 in the GPU shape.
+template <class ExecSpace>
+constexpr int hilbert_key_lanes() {
+  return gpu_shaped_kernels<ExecSpace>() ? 1 : 16;
+}
+
+/// \brief Writes the Hilbert keys of the first `n` positions into `keys` (extent ≥ n).
+template <class ExecutionSpace, class Memory>
+void compute_keys(ExecutionSpace const& space, BoundingCube const& cube, Vec3View<double, Memory> const& pos,
+                  std::size_t n, Kokkos::View<std::uint64_t*, Memory> const& keys) {
+  compute_keys_in_lanes<hilbert_key_lanes<ExecutionSpace>()>(space, cube, pos, n, keys);
 }
 
 }  // namespace kfmm

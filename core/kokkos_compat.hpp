@@ -116,6 +116,11 @@ constexpr bool is_gpu_backend() {
 #elif defined(KOKKOS_ENABLE_HIP)
   if (std::is_same<ExecutionSpace, Kokkos::Experimental::HIP>::value) return true;
 #endif
+#if defined(KOKKOS_ENABLE_SYCL) && KFMM_KOKKOS_VERSION_GE(4, 5, 0)
+  if (std::is_same<ExecutionSpace, Kokkos::SYCL>::value) return true;
+#elif defined(KOKKOS_ENABLE_SYCL)
+  if (std::is_same<ExecutionSpace, Kokkos::Experimental::SYCL>::value) return true;
+#endif
   return false;
 }
 

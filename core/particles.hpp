@@ -2,6 +2,7 @@
 /// \file
 /// \brief Padded structure-of-arrays particle storage (DESIGN.md §4).
 #include <kfmm/core/error.hpp>
+#include <kfmm/core/space_copy.hpp>
 #include <kfmm/core/types.hpp>
 
 #include <cstddef>
@@ -10,6 +11,71 @@
 #include <string>
 
 namespace kfmm {
+
+namespace detail {
+/// Kernels on the particle fields, outside any class: nvcc allows device lambdas only in free
+/// functions and public member functions.
+template <class View>
+using CompactRows = Kokkos::View<typename View::non_const_data_type, Kokkos::LayoutLeft, typename View::memory_space>;
+
+/// A contiguous View of `count` rows shaped like `View` (rank 1, (n, 3) or (n, k)).
+template <class View>
+CompactRows<View> allocate_compact_rows(std::size_t count, std::size_t width) {
+  auto const alloc = Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::particles::rows");
+  if constexpr (CompactRows<View>::rank_dynamic == 2) {
+    return CompactRows<View>(alloc, count, width);
+  } else {
+    (void)width;
+    return CompactRows<View>(alloc, count);
+  }
+}
+
+/// Rows [first, first + count) of a rank-1 or (n, k) View into a new contiguous View (in the
+/// View's space); scatter_rows() is the way back.
+template <class View>
+CompactRows<View> gather_rows(View const& view, std::size_t first, std::size_t count) {
+  using Exec = typename View::memory_space::execution_space;
+  std::size_t const width = View::rank == 1 ? 1 : view.extent(View::rank - 1);
+  auto const rows = allocate_compact_rows<View>(count, width);
+  if constexpr (View::rank == 1) {
+    Kokkos::parallel_for("kfmm::particles::gather_rows", Kokkos::RangePolicy<Exec>(0, count),
+                         KOKKOS_LAMBDA(std::size_t i) { rows(i) = view(first + i); });
+  } else {
+    Kokkos::parallel_for(
+        "kfmm::particles::gather_rows", Kokkos::RangePolicy<Exec>(0, count), KOKKOS_LAMBDA(std::size_t i) {
+          for (std::size_t k = 0; k < width; ++k) rows(i, k) = view(first + i, k);
+        });
+  }
+  Exec().fence();  // the copy to another space may run on another execution space
+  return rows;
+}
+
+template <class View, class Rows>
+void scatter_rows(Rows const& rows, View const& view, std::size_t first, std::size_t count) {
+  using Exec = typename View::memory_space::execution_space;
+  if constexpr (View::rank == 1) {
+    Kokkos::parallel_for("kfmm::particles::scatter_rows", Kokkos::RangePolicy<Exec>(0, count),
+                         KOKKOS_LAMBDA(std::size_t i) { view(first + i) = rows(i); });
+  } else {
+    std::size_t const width = view.extent(1);
+    Kokkos::parallel_for(
+        "kfmm::particles::scatter_rows", Kokkos::RangePolicy<Exec>(0, count), KOKKOS_LAMBDA(std::size_t i) {
+          for (std::size_t k = 0; k < width; ++k) view(first + i, k) = rows(i, k);
+        });
+  }
+  Exec().fence();
+}
+
+/// Rows [from, from + count) of `src` into rows [to, to + count) of `dst`, in any two memory
+/// spaces: gathered into a contiguous View, copied as one span, scattered.
+template <class Src, class Dst>
+void copy_rows(Src const& src, std::size_t from, Dst const& dst, std::size_t to, std::size_t count) {
+  auto const packed = gather_rows(src, from, count);
+  auto const moved = allocate_compact_rows<Dst>(count, Dst::rank == 1 ? 1 : dst.extent(Dst::rank - 1));
+  copy_contiguous(typename Dst::memory_space::execution_space(), moved, packed);
+  scatter_rows(moved, dst, to, count);
+}
+}  // namespace detail
 
 /// \brief Particles of one rank in structure-of-arrays Views.
 ///
@@ -80,17 +146,20 @@ struct Particles {
     copy_range(other, 0, other.num, 0);
   }
 
-  /// Copies particles `[begin, end)` of `other` to `[at, at + end - begin)` of this.
+  /// \brief Copies particles `[begin, end)` of `other` to `[at, at + end - begin)` of this.
+  /// The rows go through contiguous buffers (detail::copy_rows), so the copy works between
+  /// host and device memory for padded particles too, and CPU builds run the same path.
   template <class OtherMemory>
-  void copy_range(Particles<OtherMemory> const& other, std::size_t begin, std::size_t end,
-                  std::size_t at) const {
+  void copy_range(Particles<OtherMemory> const& other, std::size_t begin, std::size_t end, std::size_t at) const {
     if (end <= begin) return;
-    auto const src = Kokkos::make_pair(begin, end);
-    auto const dst = Kokkos::make_pair(at, at + (end - begin));
-    Kokkos::deep_copy(Kokkos::subview(pos, dst, Kokkos::ALL), Kokkos::subview(other.pos, src, Kokkos::ALL));
-    Kokkos::deep_copy(Kokkos::subview(vel, dst, Kokkos::ALL), Kokkos::subview(other.vel, src, Kokkos::ALL));
-    Kokkos::deep_copy(Kokkos::subview(mass, dst), Kokkos::subview(other.mass, src));
-    Kokkos::deep_copy(Kokkos::subview(id, dst), Kokkos::subview(other.id, src));
+    std::size_t const count = end - begin;
+    if (at + count > capacity() || end > other.capacity())
+      fail("Particles::copy_range: rows [{}, {}) of {} into [{}, {}) of {}: out of range; reserve room first", begin,
+           end, other.capacity(), at, at + count, capacity());
+    detail::copy_rows(other.pos, begin, pos, at, count);
+    detail::copy_rows(other.vel, begin, vel, at, count);
+    detail::copy_rows(other.mass, begin, mass, at, count);
+    detail::copy_rows(other.id, begin, id, at, count);
   }
 
  private:

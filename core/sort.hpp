@@ -4,6 +4,7 @@
 /// (least-significant-digit radix sort on parallel_for + parallel_scan), and permutation of
 /// particle fields into key order (DESIGN.md §5.2).
 #include <kfmm/core/error.hpp>
+#include <kfmm/core/kernel_shape.hpp>
 #include <kfmm/core/particles.hpp>
 #include <kfmm/core/types.hpp>
 
@@ -15,6 +16,16 @@
 #include <utility>
 
 namespace kfmm {
+
+/// \brief Team shape of the GPU-shaped radix sort (KeySorter::sort_teams): a team sorts a block
+/// of team_size × keys_per_thread consecutive keys, each thread a contiguous chunk of
+/// keys_per_thread keys. 0 lets the execution space choose (GPUs: 64 threads × 32 keys; host
+/// backends: one thread per team, chunks long enough that there are about four blocks per
+/// thread). The sorted order does not depend on the shape.
+struct SortTeamShape {
+  int team_size = 0;
+  int keys_per_thread = 0;
+};
 
 namespace detail {
 
@@ -36,6 +47,235 @@ std::size_t columns(View const& view) {
   return View::rank == 1 ? 1 : view.extent(1);
 }
 
+// Radix sort with 8-bit digits.
+inline constexpr int radix_digit_bits = 8;
+inline constexpr std::size_t radix = std::size_t(1) << radix_digit_bits;
+inline constexpr std::uint64_t radix_digit_mask = radix - 1;
+
+KOKKOS_INLINE_FUNCTION std::size_t radix_digit(std::uint64_t key, int shift) {
+  return static_cast<std::size_t>((key >> shift) & radix_digit_mask);
+}
+
+/// Consecutive blocks of keys: block b covers [b·length, min(n, (b+1)·length)).
+struct RadixBlocks {
+  std::size_t n = 0, count = 0, length = 0;
+
+  KOKKOS_INLINE_FUNCTION std::size_t begin(std::size_t block) const {
+    std::size_t const b = block * length;
+    return b < n ? b : n;
+  }
+  KOKKOS_INLINE_FUNCTION std::size_t end(std::size_t block) const { return begin(block + 1); }
+};
+
+/// Block-local digit counters of the team-shaped sort, in level-0 team scratch: 16 bits, as a
+/// block holds at most 65535 keys, so that 64 threads × 256 digits take 32 KiB.
+using RadixCounter = std::uint16_t;
+inline constexpr std::size_t radix_max_block_length = 65535;
+
+template <class ExecutionSpace, class IndexView>
+void radix_iota(ExecutionSpace const& space, IndexView const& permutation, std::size_t n) {
+  using Index = typename IndexView::non_const_value_type;
+  Kokkos::parallel_for(
+      "kfmm::sort::iota", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+      KOKKOS_LAMBDA(std::size_t i) { permutation(i) = static_cast<Index>(i); });
+}
+
+/// Bits that differ between at least two of the first n keys.
+template <class ExecutionSpace, class KeyView>
+std::uint64_t radix_varying_bits(ExecutionSpace const& space, KeyView const& keys, std::size_t n) {
+  std::uint64_t any = 0, all = ~std::uint64_t(0);
+  Kokkos::parallel_reduce(
+      "kfmm::sort::key_bits", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+      KOKKOS_LAMBDA(std::size_t i, std::uint64_t & or_update, std::uint64_t & and_update) {
+        or_update |= keys(i);
+        and_update &= keys(i);
+      },
+      Kokkos::BOr<std::uint64_t>(any), Kokkos::BAnd<std::uint64_t>(all));
+  return any ^ all;
+}
+
+/// counts(digit · blocks + block) becomes the exclusive prefix sum in that (digit, block) order:
+/// the first output position of the block's keys with that digit.
+template <class ExecutionSpace, class IndexView>
+void radix_scan_counts(ExecutionSpace const& space, IndexView const& counts, std::size_t size) {
+  using Index = typename IndexView::non_const_value_type;
+  Kokkos::parallel_scan(
+      "kfmm::sort::scan_counts", Kokkos::RangePolicy<ExecutionSpace>(space, 0, size),
+      KOKKOS_LAMBDA(std::size_t i, Index & partial, bool final) {
+        Index const count = counts(i);
+        if (final) counts(i) = partial;
+        partial += count;
+      });
+}
+
+// ---- CPU shape: one thread per block, a private 256-entry counter array ----
+
+template <class ExecutionSpace, class KeyView, class IndexView>
+void radix_count_blocks(ExecutionSpace const& space, KeyView const& keys, IndexView const& counts,
+                        RadixBlocks const blocks, int shift) {
+  using Index = typename IndexView::non_const_value_type;
+  Kokkos::parallel_for(
+      "kfmm::sort::count_digits", Kokkos::RangePolicy<ExecutionSpace>(space, 0, blocks.count),
+      KOKKOS_LAMBDA(std::size_t block) {
+        Index local[radix] = {};
+        for (std::size_t i = blocks.begin(block); i < blocks.end(block); ++i) ++local[radix_digit(keys(i), shift)];
+        for (std::size_t digit = 0; digit < radix; ++digit) counts(digit * blocks.count + block) = local[digit];
+      });
+}
+
+template <class ExecutionSpace, class KeyView, class IndexView>
+void radix_scatter_blocks(ExecutionSpace const& space, KeyView const& source_keys, IndexView const& source_permutation,
+                          KeyView const& target_keys, IndexView const& target_permutation, IndexView const& counts,
+                          RadixBlocks const blocks, int shift) {
+  using Index = typename IndexView::non_const_value_type;
+  Kokkos::parallel_for(
+      "kfmm::sort::scatter", Kokkos::RangePolicy<ExecutionSpace>(space, 0, blocks.count),
+      KOKKOS_LAMBDA(std::size_t block) {
+        Index next[radix];
+        for (std::size_t digit = 0; digit < radix; ++digit) next[digit] = counts(digit * blocks.count + block);
+        for (std::size_t i = blocks.begin(block); i < blocks.end(block); ++i) {
+          std::uint64_t const key = source_keys(i);
+          Index const at = next[radix_digit(key, shift)]++;
+          target_keys(at) = key;
+          target_permutation(at) = source_permutation(i);
+        }
+      });
+}
+
+// ---- GPU shape: a team per block, digit counters per (thread, digit) in level-0 scratch ----
+//
+// Thread t of a team owns the contiguous chunk [begin + t·C, begin + (t+1)·C) of its block and
+// the counter column local(t·256 + digit). Counting needs no atomics; an exclusive prefix over
+// the threads, per digit (one digit per thread of a TeamThreadRange, reading consecutive
+// counters), gives every thread the block-local rank of its first key of each digit, so the
+// scatter keeps the input order within a digit: the sort stays stable and deterministic.
+
+template <class ExecutionSpace>
+struct RadixTeams {
+  using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
+  using Member = typename Policy::member_type;
+  using Scratch = typename ExecutionSpace::scratch_memory_space;
+  using Counters = Kokkos::View<RadixCounter*, Scratch, Kokkos::MemoryUnmanaged>;
+};
+
+/// Level-0 scratch bytes per team of the team-shaped sort.
+template <class ExecutionSpace, class Index>
+std::size_t radix_team_scratch_bytes(int team_size) {
+  using Scratch = typename ExecutionSpace::scratch_memory_space;
+  return Kokkos::View<RadixCounter*, Scratch, Kokkos::MemoryUnmanaged>::shmem_size(std::size_t(team_size) * radix) +
+         Kokkos::View<Index*, Scratch, Kokkos::MemoryUnmanaged>::shmem_size(radix);
+}
+
+/// Zeroes the team's counters, then thread t counts the digits of its chunk into its column.
+template <class Member, class Counters, class KeyView>
+KOKKOS_INLINE_FUNCTION void radix_team_count(Member const& team, Counters const& local, KeyView const& keys,
+                                             std::size_t chunk_begin, std::size_t chunk_end, int shift) {
+  int const threads = team.team_size();
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, threads * int(radix)), [&](int j) { local(j) = 0; });
+  team.team_barrier();
+  std::size_t const column = std::size_t(team.team_rank()) * radix;
+  for (std::size_t i = chunk_begin; i < chunk_end; ++i) ++local(column + radix_digit(keys(i), shift));
+  team.team_barrier();
+}
+
+template <class ExecutionSpace, class KeyView, class IndexView>
+void radix_count_teams(ExecutionSpace const& space, KeyView const& keys, IndexView const& counts,
+                       RadixBlocks const blocks, int team_size, int chunk, int shift) {
+  using Index = typename IndexView::non_const_value_type;
+  using Teams = RadixTeams<ExecutionSpace>;
+  using Counters = typename Teams::Counters;
+  std::size_t const bytes = radix_team_scratch_bytes<ExecutionSpace, Index>(team_size);
+  Kokkos::parallel_for(
+      "kfmm::sort::count_digits_teams",
+      typename Teams::Policy(space, int(blocks.count), team_size).set_scratch_size(0, Kokkos::PerTeam(bytes)),
+      KOKKOS_LAMBDA(typename Teams::Member const& team) {
+        std::size_t const block = team.league_rank();
+        Counters local(team.team_scratch(0), std::size_t(team.team_size()) * radix);
+        std::size_t const first = blocks.begin(block), last = blocks.end(block);
+        std::size_t const chunk_begin = first + std::size_t(team.team_rank()) * chunk;
+        std::size_t const chunk_end = chunk_begin + chunk < last ? chunk_begin + chunk : last;
+        radix_team_count(team, local, keys, chunk_begin < last ? chunk_begin : last, chunk_end, shift);
+        int const threads = team.team_size();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, int(radix)), [&](int digit) {
+          Index sum = 0;
+          for (int t = 0; t < threads; ++t) sum += local(std::size_t(t) * radix + digit);
+          counts(digit * blocks.count + block) = sum;
+        });
+      });
+}
+
+template <class ExecutionSpace, class KeyView, class IndexView>
+void radix_scatter_teams(ExecutionSpace const& space, KeyView const& source_keys, IndexView const& source_permutation,
+                         KeyView const& target_keys, IndexView const& target_permutation, IndexView const& counts,
+                         RadixBlocks const blocks, int team_size, int chunk, int shift) {
+  using Index = typename IndexView::non_const_value_type;
+  using Teams = RadixTeams<ExecutionSpace>;
+  using Counters = typename Teams::Counters;
+  using Bases = Kokkos::View<Index*, typename Teams::Scratch, Kokkos::MemoryUnmanaged>;
+  std::size_t const bytes = radix_team_scratch_bytes<ExecutionSpace, Index>(team_size);
+  Kokkos::parallel_for(
+      "kfmm::sort::scatter_teams",
+      typename Teams::Policy(space, int(blocks.count), team_size).set_scratch_size(0, Kokkos::PerTeam(bytes)),
+      KOKKOS_LAMBDA(typename Teams::Member const& team) {
+        std::size_t const block = team.league_rank();
+        int const threads = team.team_size();
+        Counters local(team.team_scratch(0), std::size_t(threads) * radix);
+        Bases base(team.team_scratch(0), radix);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, int(radix)),
+                             [&](int digit) { base(digit) = counts(digit * blocks.count + block); });
+        std::size_t const first = blocks.begin(block), last = blocks.end(block);
+        std::size_t chunk_begin = first + std::size_t(team.team_rank()) * chunk;
+        if (chunk_begin > last) chunk_begin = last;
+        std::size_t const chunk_end = chunk_begin + chunk < last ? chunk_begin + chunk : last;
+        radix_team_count(team, local, source_keys, chunk_begin, chunk_end, shift);
+        // Per digit, exclusive prefix over the threads: rank of each thread's first key of that
+        // digit within the block.
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, int(radix)), [&](int digit) {
+          RadixCounter sum = 0;
+          for (int t = 0; t < threads; ++t) {
+            RadixCounter const count = local(std::size_t(t) * radix + digit);
+            local(std::size_t(t) * radix + digit) = sum;
+            sum = static_cast<RadixCounter>(sum + count);
+          }
+        });
+        team.team_barrier();
+        RadixCounter* const rank = local.data() + std::size_t(team.team_rank()) * radix;
+        Index const* const first_position = base.data();
+        for (std::size_t i = chunk_begin; i < chunk_end; ++i) {
+          std::uint64_t const key = source_keys(i);
+          std::size_t const digit = radix_digit(key, shift);
+          Index const at = first_position[digit] + rank[digit];
+          rank[digit] = static_cast<RadixCounter>(rank[digit] + 1);
+          target_keys(at) = key;
+          target_permutation(at) = source_permutation(i);
+        }
+      });
+}
+
+/// Rows [0, n) of `view` reordered so that row i becomes the old row permutation[i], one
+/// column at a time through `buffer` (n 8-byte words): the gather and the copy back are both
+/// contiguous per column, and nothing is allocated.
+template <class ExecutionSpace, class PermutationView, class View, class Buffer>
+void apply_permutation_through(ExecutionSpace const& space, PermutationView const& permutation, View const& view,
+                               std::size_t n, Buffer const& buffer) {
+  using Value = typename View::non_const_value_type;
+  static_assert(sizeof(Value) <= sizeof(typename Buffer::value_type) &&
+                    alignof(Value) <= alignof(typename Buffer::value_type),
+                "the buffer words must hold one field value");
+  static_assert(std::is_trivially_copyable<Value>::value, "fields must be trivially copyable");
+  Kokkos::View<Value*, typename View::memory_space, Kokkos::MemoryUnmanaged> column_copy(
+      reinterpret_cast<Value*>(buffer.data()), n);
+  std::size_t const width = columns(view);
+  for (std::size_t c = 0; c < width; ++c) {
+    Kokkos::parallel_for(
+        "kfmm::sort::gather_column", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+        KOKKOS_LAMBDA(std::size_t i) { column_copy(i) = element(view, permutation(i), c); });
+    Kokkos::parallel_for(
+        "kfmm::sort::copy_back_column", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+        KOKKOS_LAMBDA(std::size_t i) { element(view, i, c) = column_copy(i); });
+  }
+}
+
 }  // namespace detail
 
 /// \brief Sorts keys with their permutation and keeps its scratch Views between calls
@@ -44,8 +284,12 @@ std::size_t columns(View const& view) {
 /// Radix sort with 8-bit digits: per pass, each block of consecutive keys counts its digits,
 /// one exclusive scan over the (digit, block) counts gives every block its output offsets,
 /// and each block scatters its keys in order. That makes the sort stable, and the result is
-/// the unique stable order, whatever the number of blocks or threads. Passes whose digit is
-/// the same in every key (found from the OR and AND of all keys) are skipped.
+/// the unique stable order, whatever the number of blocks, threads or the kernel shape. Passes
+/// whose digit is the same in every key (found from the OR and AND of all keys) are skipped.
+///
+/// Two kernel shapes, chosen by gpu_shaped_kernels<ExecutionSpace>(): sort_blocks (CPUs: one
+/// thread per block with a private 256-entry counter array) and sort_teams (GPUs: a team per
+/// block, counters in team scratch). Both are public so that tests run both on any backend.
 template <class Memory = MemorySpace, class Index = std::uint32_t>
 class KeySorter {
  public:
@@ -61,6 +305,86 @@ class KeySorter {
   /// or `Index` cannot count to `n`.
   template <class ExecutionSpace>
   void sort(ExecutionSpace const& space, KeyView const& keys, IndexView const& permutation, std::size_t n) {
+    if constexpr (gpu_shaped_kernels<ExecutionSpace>())
+      sort_teams(space, keys, permutation, n);
+    else
+      sort_blocks(space, keys, permutation, n);
+  }
+
+  /// sort() with the CPU-shaped kernels: a few long blocks, one thread each.
+  template <class ExecutionSpace>
+  void sort_blocks(ExecutionSpace const& space, KeyView const& keys, IndexView const& permutation, std::size_t n) {
+    if (!start(space, keys, permutation, n)) return;
+    // Enough blocks to keep every thread busy, each long enough to amortise its digit counts.
+    std::size_t const min_block_length = 256;
+    std::size_t const by_length = (n + min_block_length - 1) / min_block_length;
+    std::size_t const by_threads = 4 * std::size_t(compat::concurrency(space));
+    detail::RadixBlocks blocks;
+    blocks.n = n;
+    blocks.count = by_length < by_threads ? by_length : by_threads;
+    blocks.length = (n + blocks.count - 1) / blocks.count;
+    run_passes(
+        space, keys, permutation, blocks,
+        [&](int shift, auto const&... views) { detail::radix_count_blocks(space, views..., blocks, shift); },
+        [&](int shift, auto const&... views) { detail::radix_scatter_blocks(space, views..., blocks, shift); });
+  }
+
+  /// sort() with the GPU-shaped kernels (see SortTeamShape); the result is the same.
+  template <class ExecutionSpace>
+  void sort_teams(ExecutionSpace const& space, KeyView const& keys, IndexView const& permutation, std::size_t n,
+                  SortTeamShape shape = {}) {
+    if (!start(space, keys, permutation, n)) return;
+    int const team_size = shape.team_size > 0 ? shape.team_size : compat::is_gpu_backend<ExecutionSpace>() ? 64 : 1;
+    std::size_t chunk = shape.keys_per_thread;
+    if (chunk == 0) {
+      std::size_t const threads = 4 * std::size_t(compat::concurrency(space));
+      std::size_t const per_thread = (n + threads - 1) / threads;
+      chunk = compat::is_gpu_backend<ExecutionSpace>() ? 32 : (per_thread + team_size - 1) / team_size;
+      std::size_t const largest = detail::radix_max_block_length / team_size;
+      chunk = chunk < 1 ? 1 : chunk > largest ? largest : chunk;
+    }
+    if (std::size_t(team_size) * chunk > detail::radix_max_block_length)
+      fail("sort_teams: team_size {} × keys_per_thread {} exceeds the {} keys a team's 16-bit counters can rank; "
+           "use fewer keys per thread",
+           team_size, chunk, detail::radix_max_block_length);
+    detail::RadixBlocks blocks;
+    blocks.n = n;
+    blocks.length = team_size * chunk;
+    blocks.count = (n + blocks.length - 1) / blocks.length;
+    int const keys_per_thread = static_cast<int>(chunk);
+    run_passes(
+        space, keys, permutation, blocks,
+        [&](int shift, auto const&... views) {
+          detail::radix_count_teams(space, views..., blocks, team_size, keys_per_thread, shift);
+        },
+        [&](int shift, auto const&... views) {
+          detail::radix_scatter_teams(space, views..., blocks, team_size, keys_per_thread, shift);
+        });
+  }
+
+  /// \brief Reorders every field of the `num` valid particles like kfmm::permute() (particle i
+  /// becomes the old particle `permutation[i]`), one column at a time through the sorter's key
+  /// scratch: 8 bytes per particle that the sorter keeps anyway, nothing allocated once grown.
+  template <class ExecutionSpace>
+  void permute(ExecutionSpace const& space, Particles<Memory>& particles, IndexView const& permutation) {
+    std::size_t const n = particles.num;
+    if (permutation.extent(0) < n)
+      fail("permute: the permutation ({} entries) is shorter than the {} particles", permutation.extent(0), n);
+    grow_scratch(space, n, 0);
+    detail::apply_permutation_through(space, permutation, particles.pos, n, keys_scratch_);
+    detail::apply_permutation_through(space, permutation, particles.vel, n, keys_scratch_);
+    detail::apply_permutation_through(space, permutation, particles.mass, n, keys_scratch_);
+    detail::apply_permutation_through(space, permutation, particles.id, n, keys_scratch_);
+  }
+
+ private:
+  KeyView keys_scratch_;
+  IndexView permutation_scratch_;
+  IndexView counts_;  // counts_(digit * blocks + block), then their exclusive scan
+
+  // Checks the arguments and writes the identity permutation; false when there is nothing to sort.
+  template <class ExecutionSpace>
+  bool start(ExecutionSpace const& space, KeyView const& keys, IndexView const& permutation, std::size_t n) {
     if (keys.extent(0) < n || permutation.extent(0) < n)
       fail("sort_by_key: n = {} exceeds the keys ({}) or permutation ({}) extent; allocate at least n entries", n,
            keys.extent(0), permutation.extent(0));
@@ -68,22 +392,37 @@ class KeySorter {
       fail("sort_by_key: n = {} keys do not fit the {}-byte permutation index (max {}); use a std::size_t "
            "permutation",
            n, sizeof(Index), std::numeric_limits<Index>::max());
-    Kokkos::parallel_for(
-        "kfmm::sort::iota", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
-        KOKKOS_LAMBDA(std::size_t i) { permutation(i) = static_cast<Index>(i); });
-    if (n < 2) return;
+    detail::radix_iota(space, permutation, n);
+    return n >= 2;
+  }
 
-    std::uint64_t const varying = varying_bits(space, keys, n);
-    std::size_t const blocks = number_of_blocks(space, n);
-    grow(space, n, blocks);
+  template <class ExecutionSpace>
+  void grow_scratch(ExecutionSpace const& space, std::size_t n, std::size_t counts) {
+    auto const alloc = [&](std::string const& label) {
+      return Kokkos::view_alloc(space, Kokkos::WithoutInitializing, label);
+    };
+    if (keys_scratch_.extent(0) < n) keys_scratch_ = KeyView(alloc("kfmm::sort::keys_scratch"), n);
+    if (counts == 0) return;
+    if (permutation_scratch_.extent(0) < n)
+      permutation_scratch_ = IndexView(alloc("kfmm::sort::permutation_scratch"), n);
+    if (counts_.extent(0) < counts) counts_ = IndexView(alloc("kfmm::sort::digit_counts"), counts);
+  }
 
+  // The passes of either shape: count(shift, keys, counts) and scatter(shift, source keys,
+  // source permutation, target keys, target permutation, counts) launch the shape's kernels.
+  template <class ExecutionSpace, class Count, class Scatter>
+  void run_passes(ExecutionSpace const& space, KeyView const& keys, IndexView const& permutation,
+                  detail::RadixBlocks const& blocks, Count const& count, Scatter const& scatter) {
+    std::size_t const n = blocks.n;
+    std::uint64_t const varying = detail::radix_varying_bits(space, keys, n);
+    grow_scratch(space, n, detail::radix * blocks.count);
     KeyView source_keys = keys, target_keys = keys_scratch_;
     IndexView source_permutation = permutation, target_permutation = permutation_scratch_;
-    for (int shift = 0; shift < 64; shift += digit_bits) {
-      if (((varying >> shift) & digit_mask) == 0) continue;
-      count_digits(space, source_keys, n, blocks, shift);
-      scan_counts(space, blocks);
-      scatter(space, source_keys, source_permutation, target_keys, target_permutation, n, blocks, shift);
+    for (int shift = 0; shift < 64; shift += detail::radix_digit_bits) {
+      if (((varying >> shift) & detail::radix_digit_mask) == 0) continue;
+      count(shift, source_keys, counts_);
+      detail::radix_scan_counts(space, counts_, detail::radix * blocks.count);
+      scatter(shift, source_keys, source_permutation, target_keys, target_permutation, counts_);
       std::swap(source_keys, target_keys);
       std::swap(source_permutation, target_permutation);
     }
@@ -93,103 +432,6 @@ class KeySorter {
       Kokkos::deep_copy(space, Kokkos::subview(keys, range), Kokkos::subview(source_keys, range));
       Kokkos::deep_copy(space, Kokkos::subview(permutation, range), Kokkos::subview(source_permutation, range));
     }
-  }
-
- private:
-  static constexpr int digit_bits = 8;
-  static constexpr std::size_t radix = std::size_t(1) << digit_bits;
-  static constexpr std::uint64_t digit_mask = radix - 1;
-
-  KeyView keys_scratch_;
-  IndexView permutation_scratch_;
-  IndexView counts_;  // counts_(digit * blocks + block), then their exclusive scan
-
-  // Bits that differ between at least two keys.
-  template <class ExecutionSpace>
-  static std::uint64_t varying_bits(ExecutionSpace const& space, KeyView const& keys, std::size_t n) {
-    std::uint64_t any = 0, all = ~std::uint64_t(0);
-    Kokkos::parallel_reduce(
-        "kfmm::sort::key_bits", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
-        KOKKOS_LAMBDA(std::size_t i, std::uint64_t & or_update, std::uint64_t & and_update) {
-          or_update |= keys(i);
-          and_update &= keys(i);
-        },
-        Kokkos::BOr<std::uint64_t>(any), Kokkos::BAnd<std::uint64_t>(all));
-    return any ^ all;
-  }
-
-  // Enough blocks to keep every thread busy, each long enough to amortise its digit counts.
-  template <class ExecutionSpace>
-  static std::size_t number_of_blocks(ExecutionSpace const& space, std::size_t n) {
-    std::size_t const min_block_length = 256;
-    std::size_t const by_length = (n + min_block_length - 1) / min_block_length;
-    std::size_t const by_threads = 4 * std::size_t(compat::concurrency(space));
-    return by_length < by_threads ? by_length : by_threads;
-  }
-
-  template <class ExecutionSpace>
-  void grow(ExecutionSpace const& space, std::size_t n, std::size_t blocks) {
-    auto const alloc = [&](std::string const& label) {
-      return Kokkos::view_alloc(space, Kokkos::WithoutInitializing, label);
-    };
-    if (keys_scratch_.extent(0) < n) keys_scratch_ = KeyView(alloc("kfmm::sort::keys_scratch"), n);
-    if (permutation_scratch_.extent(0) < n)
-      permutation_scratch_ = IndexView(alloc("kfmm::sort::permutation_scratch"), n);
-    if (counts_.extent(0) < radix * blocks) counts_ = IndexView(alloc("kfmm::sort::digit_counts"), radix * blocks);
-  }
-
-  // Block b covers [b·length, min(n, (b+1)·length)).
-  KOKKOS_INLINE_FUNCTION static std::size_t block_begin(std::size_t block, std::size_t n, std::size_t blocks) {
-    return block * ((n + blocks - 1) / blocks);
-  }
-  KOKKOS_INLINE_FUNCTION static std::size_t block_end(std::size_t block, std::size_t n, std::size_t blocks) {
-    std::size_t const end = block_begin(block + 1, n, blocks);
-    return end < n ? end : n;
-  }
-
-  template <class ExecutionSpace>
-  void count_digits(ExecutionSpace const& space, KeyView const& keys, std::size_t n, std::size_t blocks,
-                    int shift) const {
-    auto const counts = counts_;
-    Kokkos::parallel_for(
-        "kfmm::sort::count_digits", Kokkos::RangePolicy<ExecutionSpace>(space, 0, blocks),
-        KOKKOS_LAMBDA(std::size_t block) {
-          Index local[radix] = {};
-          for (std::size_t i = block_begin(block, n, blocks); i < block_end(block, n, blocks); ++i)
-            ++local[(keys(i) >> shift) & digit_mask];
-          for (std::size_t digit = 0; digit < radix; ++digit) counts(digit * blocks + block) = local[digit];
-        });
-  }
-
-  template <class ExecutionSpace>
-  void scan_counts(ExecutionSpace const& space, std::size_t blocks) const {
-    auto const counts = counts_;
-    Kokkos::parallel_scan(
-        "kfmm::sort::scan_counts", Kokkos::RangePolicy<ExecutionSpace>(space, 0, radix * blocks),
-        KOKKOS_LAMBDA(std::size_t i, Index & partial, bool final) {
-          Index const count = counts(i);
-          if (final) counts(i) = partial;
-          partial += count;
-        });
-  }
-
-  template <class ExecutionSpace>
-  void scatter(ExecutionSpace const& space, KeyView const& source_keys, IndexView const& source_permutation,
-               KeyView const& target_keys, IndexView const& target_permutation, std::size_t n, std::size_t blocks,
-               int shift) const {
-    auto const counts = counts_;
-    Kokkos::parallel_for(
-        "kfmm::sort::scatter", Kokkos::RangePolicy<ExecutionSpace>(space, 0, blocks),
-        KOKKOS_LAMBDA(std::size_t block) {
-          Index next[radix];
-          for (std::size_t digit = 0; digit < radix; ++digit) next[digit] = counts(digit * blocks + block);
-          for (std::size_t i = block_begin(block, n, blocks); i < block_end(block, n, blocks); ++i) {
-            std::uint64_t const key = source_keys(i);
-            Index const at = next[(key >> shift) & digit_mask]++;
-            target_keys(at) = key;
-            target_permutation(at) = source_permutation(i);
-          }
-        });
   }
 };
 
@@ -232,14 +474,20 @@ void apply_permutation(ExecutionSpace const& space, Kokkos::View<Index*, Memory>
 }
 
 /// \brief Reorders every field of the `num` valid particles: particle i becomes the old
-/// particle `permutation[i]`.
+/// particle `permutation[i]`. Allocates one 8-byte word per particle on every call, which every
+/// field passes through column by column; KeySorter::permute reuses the sorter's scratch.
 template <class ExecutionSpace, class Index, class Memory>
 void permute(ExecutionSpace const& space, Particles<Memory>& particles,
              Kokkos::View<Index*, Memory> const& permutation) {
-  apply_permutation(space, permutation, particles.pos, particles.num);
-  apply_permutation(space, permutation, particles.vel, particles.num);
-  apply_permutation(space, permutation, particles.mass, particles.num);
-  apply_permutation(space, permutation, particles.id, particles.num);
+  std::size_t const n = particles.num;
+  if (permutation.extent(0) < n)
+    fail("permute: the permutation ({} entries) is shorter than the {} particles", permutation.extent(0), n);
+  Kokkos::View<std::uint64_t*, Memory> buffer(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kfmm::sort::permute_buffer"), n);
+  detail::apply_permutation_through(space, permutation, particles.pos, n, buffer);
+  detail::apply_permutation_through(space, permutation, particles.vel, n, buffer);
+  detail::apply_permutation_through(space, permutation, particles.mass, n, buffer);
+  detail::apply_permutation_through(space, permutation, particles.id, n, buffer);
 }
 
 }  // namespace kfmm

@@ -55,16 +55,20 @@ void build_tree(ExecutionSpace const& space, ScalarView<std::uint64_t const> key
   tree.level_offset.push_back(1);
   tree.num_nodes = 1;
 
-  ScalarView<int> child_count(Kokkos::view_alloc(space, "kfmm::tree::child_count"), 0);
-  ScalarView<int> bounds(Kokkos::view_alloc(space, "kfmm::tree::bounds"), 0);
   for (int level = 0; level < max_tree_level; ++level) {
     int const first = tree.level_offset[level];
     int const count = tree.level_offset[level + 1] - first;
     if (count == 0) break;
-    if (static_cast<int>(child_count.extent(0)) < count) {
-      Kokkos::resize(child_count, count);
-      Kokkos::resize(bounds, 9 * count);
+    if (tree.build_child_count.extent(0) < static_cast<std::size_t>(count)) {
+      // No content to keep: plain reallocation, amortised like grow_preserving.
+      std::size_t const size = count + count / 2 + 16;
+      tree.build_child_count =
+          ScalarView<int>(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kfmm::tree::child_count"), size);
+      tree.build_bounds =
+          ScalarView<int>(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kfmm::tree::bounds"), 9 * size);
     }
+    auto const child_count = tree.build_child_count;
+    auto const bounds = tree.build_bounds;
     // Count the non-empty children of each node that splits; remember the 9 child bounds.
     auto code = tree.code;
     auto pbegin = tree.particle_begin;

@@ -44,6 +44,10 @@ struct Tree {
   ScalarView<int, Memory> child_index;
   std::vector<int> level_offset;           ///< nodes of level l: [level_offset[l], level_offset[l+1])
   int num_nodes = 0;
+  /// Work Views of build_tree (children per node of a level, their key bounds), kept so that
+  /// rebuilding allocates nothing once they have grown.
+  ScalarView<int, Memory> build_child_count;
+  ScalarView<int, Memory> build_bounds;
 
   int num_levels() const { return static_cast<int>(level_offset.size()) - 1; }
 

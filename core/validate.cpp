@@ -1,6 +1,6 @@
 #include <kfmm/core/validate.hpp>
 
-#include <fmt/format.h>
+#include <kfmm/core/format.hpp>
 
 #include <algorithm>
 #include <cmath>

@@ -31,4 +31,19 @@ void direct_sum(Context const& context, Particles<MemorySpace> const& sources, V
 void direct_sum_all(Context const& context, Particles<MemorySpace> const& particles, SofteningKind kind, double eps,
                     double G, ScalarView<double>& potential, Vec3View<double>& acceleration);
 
+namespace detail {
+
+/// \brief The pair sums of direct_sum on this rank alone, without MPI: potential and
+/// acceleration of the targets `[0, target_ids.extent(0))` due to the sources `[0, sources.num)`,
+/// in a given kernel shape (direct_sum takes gpu_shaped_kernels<ExecutionSpace>()), so that
+/// tests run both shapes on any backend. CPU shape: a thread per target. GPU shape: a team per
+/// block of 128 targets, the sources in tiles in team scratch; `team_size` 0 is the backend's
+/// default. Both sum every target's sources in source order. Throws kfmm::Error on bad arguments.
+void direct_sum_local(ExecutionSpace const& space, Particles<MemorySpace> const& sources,
+                      Vec3View<double> const& target_pos, ScalarView<std::uint64_t> const& target_ids,
+                      SofteningKind kind, double eps, double G, ScalarView<double> const& potential,
+                      Vec3View<double> const& acceleration, bool gpu_shape, int team_size = 0);
+
+}  // namespace detail
+
 }  // namespace kfmm

@@ -224,7 +224,7 @@ void DistributedTree::decompose(ExecutionSpace const& space, Context const& cont
   compute_keys(space, cube, particles.pos, n, keys);
   // Sorting first lets cells be counted by binary search (and the sample sort pick quantiles).
   sorter_.sort(space, keys, permutation_, n);
-  permute(space, particles, permutation_);
+  sorter_.permute(space, particles, permutation_);
   Kokkos::View<double const*, MemorySpace> weights;
   if (cost_count_ == n && n > 0) {
     ScalarView<double> sorted_costs("kfmm::distributed::costs", n);

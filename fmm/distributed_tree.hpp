@@ -68,12 +68,15 @@ class DistributedTree {
   /// Communication figures of the last evaluation.
   void fill_stats(Context const& context, ForceStats& stats) const;
 
- private:
+  // Node records in transit; the two steps on them launch device kernels, which nvcc allows only
+  // in public member functions.
   struct Records;
   Records pack_nodes(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
                      ExpansionPass const& pass, std::vector<int> const& nodes) const;
   int append_nodes(ExecutionSpace const& space, Records const& records, int flags_inner, Tree<>& tree,
                    NodeGeometry& geometry, ExpansionPass& pass);
+
+ private:
   void index_local_nodes(Tree<> const& tree);
 
   std::vector<std::uint64_t> splitters_;

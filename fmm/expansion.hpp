@@ -10,6 +10,7 @@
 ///     φ(c + s·u) = Σ_k L̃_k u^k,   φ(x) = Σ_j m_j K(|x − x_j|)   (positive; potential = −G φ).
 /// So |M̃_n| ≤ Σ m and |L̃_k| ~ φ at any order: float neither overflows nor underflows for tiny or
 /// huge nodes. Arrays are Real[ncoeff<P>] in the graded layout of multi_index.hpp.
+#include <kfmm/core/kernel_shape.hpp>
 #include <kfmm/fmm/kernel_derivatives.hpp>
 #include <kfmm/fmm/lane_transpose.hpp>
 #include <kfmm/fmm/multi_index.hpp>
@@ -87,7 +88,7 @@ KOKKOS_FORCEINLINE_FUNCTION void translate_in_blocks(Real const* X, Real const* 
 template <int P, class Real, int W>
 KOKKOS_INLINE_FUNCTION void scale_by_degree(Real const* factor, Real* a) {
   for (int n = 0; n < ncoeff<P>; ++n) {
-    Real const* f = factor + multi_index_table<P>.degree[n] * W;
+    Real const* f = factor + table_degree<P>(n) * W;
     KFMM_LANE_LOOP
     for (int l = 0; l < W; ++l) a[n * W + l] *= f[l];
   }
@@ -219,7 +220,7 @@ KOKKOS_INLINE_FUNCTION void l2l_lanes(Real const* L_parent, Real s_parent, Real 
   Real w[N * W], ratio[(P + 1) * W];
   detail::parent_child_lanes<P, Real, W>(dx, dy, dz, s_child, s_parent, w, ratio);
   Real f[N];  // (k+n)! L̃ᵖ_{k+n}
-  for (int s = 0; s < N; ++s) f[s] = L_parent[s] * Real(1.0 / multi_index_table<P>.inv_factorial[s]);
+  for (int s = 0; s < N; ++s) f[s] = L_parent[s] * Real(1.0 / detail::table_inv_factorial<P>(s));
   detail::translate_in_blocks<P, BlockProduct::contraction, true, Real, W>(w, f, ratio, L_lanes);
 }
 
@@ -234,7 +235,7 @@ KOKKOS_INLINE_FUNCTION void l2l(Real const* L_parent, Real s_parent, Real dx, Re
 /// \brief Number of particles p2m_lanes() and l2p_lanes() take at once: a SIMD vector of Real on
 /// CPUs, one per thread on GPUs.
 template <class ExecSpace, class Real>
-inline constexpr int particle_lanes = compat::is_gpu_backend<ExecSpace>() ? 1 : m2l_width<Real>;
+inline constexpr int particle_lanes = gpu_shaped_kernels<ExecSpace>() ? 1 : m2l_width<Real>;
 
 /// \brief L2P for W points at once (lanes): evaluates a local expansion (scale s) at
 /// u_w = (x_w − c)/s. Returns φ_w = Σ m K (positive) and its gradient ∂φ/∂x in unscaled

@@ -2,8 +2,10 @@
 /// \file
 /// \brief ExpansionPass for a compile-time order P, arithmetic type Real and kernel; included
 /// by the per-order translation units expansion_pass_pN.cpp (one per order keeps builds parallel).
+#include <kfmm/core/kernel_shape.hpp>
 #include <kfmm/fmm/expansion.hpp>
 #include <kfmm/fmm/expansion_pass.hpp>
+#include <kfmm/fmm/expansion_teams.hpp>
 #include <kfmm/fmm/p2p.hpp>
 
 namespace kfmm::detail {
@@ -98,6 +100,18 @@ class ExpansionPassImpl final : public ExpansionPass {
   void upward(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
               PassParticles const& particles) override {
     reserve_nodes(tree.num_nodes);
+    if (use_teams()) {
+      for (int level = tree.num_levels() - 1; level >= 0; --level)
+        upward_teams<Real, P>(space, multipole_, tree, geometry, particles.pos, particles.mass, ScalarView<int>{},
+                              tree.level_offset[level], tree.level_offset[level + 1] - tree.level_offset[level]);
+      return;
+    }
+    if constexpr (!gpu_shaped_kernels<ExecutionSpace>()) upward_lanes(space, tree, geometry, particles);
+  }
+
+  /// CPU shape of upward(): one thread per node, SIMD lanes over particles or children.
+  void upward_lanes(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
+                    PassParticles const& particles) {
     auto const functor = upward_functor(tree, geometry, particles);
     for (int level = tree.num_levels() - 1; level >= 0; --level)
       Kokkos::parallel_for(
@@ -108,10 +122,17 @@ class ExpansionPassImpl final : public ExpansionPass {
   void upward_nodes(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
                     ScalarView<int> const& nodes, int count) override {
     reserve_nodes(tree.num_nodes);
-    auto const functor = upward_functor(tree, geometry, PassParticles{});
-    Kokkos::parallel_for(
-        "kfmm::fmm::upward_nodes", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count),
-        KOKKOS_LAMBDA(int i) { functor(nodes(i)); });
+    if (use_teams()) {
+      upward_teams<Real, P>(space, multipole_, tree, geometry, Vec3View<double>{}, ScalarView<double>{}, nodes, 0,
+                            count);
+      return;
+    }
+    if constexpr (!gpu_shaped_kernels<ExecutionSpace>()) {
+      auto const functor = upward_functor(tree, geometry, PassParticles{});
+      Kokkos::parallel_for(
+          "kfmm::fmm::upward_nodes", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count),
+          KOKKOS_LAMBDA(int i) { functor(nodes(i)); });
+    }
   }
 
   void get_multipoles(ExecutionSpace const& space, ScalarView<int> const& nodes, int count,
@@ -135,14 +156,24 @@ class ExpansionPassImpl final : public ExpansionPass {
 
   void translate(ExecutionSpace const& space, NodeGeometry const& geometry, PairLists const& m2l) override {
     Kokkos::deep_copy(space, local_, Real(0));
-    translate_m2l(space, geometry, m2l);
+    if (use_teams())
+      m2l_teams<Real, P, kind>(space, multipole_, local_, geometry, m2l, h_);
+    else if constexpr (!gpu_shaped_kernels<ExecutionSpace>())
+      translate_m2l(space, geometry, m2l);
   }
 
   void evaluate_locals(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
                        PassParticles const& particles, ScalarView<double> const& phi,
                        Vec3View<double> const& grad) override {
-    downward(space, tree, geometry);
-    evaluate_at_particles(space, tree, geometry, particles, phi, grad);
+    if (use_teams()) {
+      for (int level = 0; level + 1 < tree.num_levels(); ++level)
+        l2l_teams<Real, P>(space, local_, tree, geometry, tree.level_offset[level],
+                           tree.level_offset[level + 1] - tree.level_offset[level]);
+      l2p_teams<Real, P>(space, local_, tree, geometry, particles.pos, phi, grad);
+    } else if constexpr (!gpu_shaped_kernels<ExecutionSpace>()) {
+      downward(space, tree, geometry);
+      evaluate_at_particles(space, tree, geometry, particles, phi, grad);
+    }
   }
 
   void add_near_field(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
@@ -153,14 +184,12 @@ class ExpansionPassImpl final : public ExpansionPass {
 
   std::uint64_t p2p_pairs() const override { return pairs_; }
 
- private:
-  UpwardFunctor<Real, P> upward_functor(Tree<> const& tree, NodeGeometry const& geometry,
-                                        PassParticles const& particles) const {
-    return UpwardFunctor<Real, P>{multipole_,        particles.pos,    particles.mass,   tree.particle_begin,
-                                  tree.particle_end, tree.child_begin, tree.child_end,   tree.child_index,
-                                  geometry.centre,   geometry.scale};
-  }
+  void use_gpu_shaped_kernels(bool on) override { gpu_shape_ = on || gpu_shaped_kernels<ExecutionSpace>(); }
+  bool uses_gpu_shaped_kernels() const override { return gpu_shape_; }
 
+  // The CPU shape of the kernels (one thread per node, SIMD lanes). Public only because nvcc
+  // forbids extended lambdas in private member functions; compiled only where the CPU shape is
+  // in use (never for GPU backends).
   void translate_m2l(ExecutionSpace const& space, NodeGeometry const& geometry, PairLists const& lists) {
     auto const M = multipole_;
     auto L = local_;
@@ -280,7 +309,19 @@ class ExpansionPassImpl final : public ExpansionPass {
         });
   }
 
+ private:
+  /// The CPU-shaped branches are not even instantiated where gpu_shaped_kernels() holds.
+  bool use_teams() const { return gpu_shaped_kernels<ExecutionSpace>() || gpu_shape_; }
+
+  UpwardFunctor<Real, P> upward_functor(Tree<> const& tree, NodeGeometry const& geometry,
+                                        PassParticles const& particles) const {
+    return UpwardFunctor<Real, P>{multipole_,        particles.pos,    particles.mass,   tree.particle_begin,
+                                  tree.particle_end, tree.child_begin, tree.child_end,   tree.child_index,
+                                  geometry.centre,   geometry.scale};
+  }
+
   Real h_;
+  bool gpu_shape_ = gpu_shaped_kernels<ExecutionSpace>();
   Coefficients multipole_{"kfmm::fmm::multipoles", 0};
   Coefficients local_{"kfmm::fmm::locals", 0};
   NearFieldScratch<Real> near_;

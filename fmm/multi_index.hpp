@@ -13,9 +13,10 @@
 /// \brief Put before a loop over the W lanes of a batch so that it is vectorised as it stands:
 /// GCC would otherwise unroll the short lane loop completely and then vectorise the loop around
 /// it over table entries, with gathers.
-#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDA_ARCH__) && defined(_OPENMP)
+/// Not under nvcc, whose front end does not know these pragmas (and GPU threads have no lanes).
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && defined(_OPENMP)
 #define KFMM_LANE_LOOP _Pragma("omp simd")
-#elif defined(__GNUC__) && !defined(__clang__) && !defined(__CUDA_ARCH__)
+#elif defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
 #define KFMM_LANE_LOOP _Pragma("GCC unroll 1")
 #else
 #define KFMM_LANE_LOOP
@@ -29,6 +30,15 @@
 #define KFMM_INLINE_LAMBDA __attribute__((always_inline))
 #else
 #define KFMM_INLINE_LAMBDA
+#endif
+
+/// \brief 1 while a device compiler compiles the device side of a translation unit (nvcc's
+/// __CUDA_ARCH__ pass, HIP, SYCL): there host constexpr tables cannot be read at run-time
+/// indices, and the index accessors below compute their values arithmetically instead.
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__) || defined(__SYCL_DEVICE_ONLY__)
+#define KFMM_DEVICE_PASS 1
+#else
+#define KFMM_DEVICE_PASS 0
 #endif
 
 namespace kfmm {
@@ -81,6 +91,91 @@ struct MultiIndexTable {
 
 template <int P>
 inline constexpr MultiIndexTable<P> multi_index_table{};
+
+/// \brief Degree |n| of the multi-index with flat index i, by arithmetic (device-safe).
+KOKKOS_INLINE_FUNCTION constexpr int degree_of(int i) {
+  int d = 0;
+  while ((d + 1) * (d + 2) * (d + 3) / 6 <= i) ++d;
+  return d;
+}
+
+/// \brief Exponents (a, b, c) of the multi-index with flat index i, by arithmetic (device-safe):
+/// the inverse of flat_index().
+KOKKOS_INLINE_FUNCTION constexpr void exponents_of(int i, int& a, int& b, int& c) {
+  int const d = degree_of(i);
+  int const r = i - d * (d + 1) * (d + 2) / 6;  // (d − a)(d − a + 1)/2 + c
+  int t = 0;                                    // t = d − a = b + c
+  while ((t + 1) * (t + 2) / 2 <= r) ++t;
+  c = r - t * (t + 1) / 2;
+  b = t - c;
+  a = d - t;
+}
+
+/// \brief 1 / (a! b! c!) as multi_index_table's inv_factorial (same double operations).
+KOKKOS_INLINE_FUNCTION constexpr double inv_factorial_of(int a, int b, int c) {
+  double fa = 1.0, fb = 1.0, fc = 1.0;
+  for (int q = 2; q <= a; ++q) fa = q * fa;
+  for (int q = 2; q <= b; ++q) fb = q * fb;
+  for (int q = 2; q <= c; ++q) fc = q * fc;
+  return 1.0 / (fa * fb * fc);
+}
+
+namespace detail {
+/// Entries of multi_index_table<P> at a run-time index i: the table on the host (the CPU lane
+/// loops compile exactly as before), arithmetic in a device pass (see KFMM_DEVICE_PASS).
+template <int P>
+KOKKOS_INLINE_FUNCTION int table_degree(int i) {
+#if KFMM_DEVICE_PASS
+  return degree_of(i);
+#else
+  return multi_index_table<P>.degree[i];
+#endif
+}
+
+template <int P>
+KOKKOS_INLINE_FUNCTION int table_axis(int i) {
+#if KFMM_DEVICE_PASS
+  int a = 0, b = 0, c = 0;
+  exponents_of(i, a, b, c);
+  return a > 0 ? 0 : (b > 0 ? 1 : 2);
+#else
+  return multi_index_table<P>.axis[i];
+#endif
+}
+
+template <int P>
+KOKKOS_INLINE_FUNCTION int table_parent(int i) {
+#if KFMM_DEVICE_PASS
+  int a = 0, b = 0, c = 0;
+  exponents_of(i, a, b, c);
+  return a > 0 ? flat_index(a - 1, b, c) : (b > 0 ? flat_index(a, b - 1, c) : flat_index(a, b, c - 1));
+#else
+  return multi_index_table<P>.parent[i];
+#endif
+}
+
+template <int P>
+KOKKOS_INLINE_FUNCTION double table_inv_exp(int i) {
+#if KFMM_DEVICE_PASS
+  int a = 0, b = 0, c = 0;
+  exponents_of(i, a, b, c);
+  return 1.0 / (a > 0 ? a : (b > 0 ? b : c));
+#else
+  return multi_index_table<P>.inv_exp[i];
+#endif
+}
+
+template <int P>
+KOKKOS_INLINE_FUNCTION double table_inv_factorial(int i) {
+#if KFMM_DEVICE_PASS
+  int a = 0, b = 0, c = 0;
+  exponents_of(i, a, b, c);
+  return inv_factorial_of(a, b, c);
+#else
+  return multi_index_table<P>.inv_factorial[i];
+#endif
+}
+}  // namespace detail
 
 /// \brief The two products of coefficient arrays the translations are made of.
 /// Contraction (M2L, L2L): out_k = Σ_{|n| ≤ P−|k|} X_n Y_{k+n}.
@@ -176,12 +271,12 @@ KOKKOS_INLINE_FUNCTION void monomials_lanes(Real const* ux, Real const* uy, Real
   KFMM_LANE_LOOP
   for (int l = 0; l < W; ++l) w[l] = Real(1);
   for (int i = 1; i < ncoeff<P>; ++i) {
-    int const axis = multi_index_table<P>.axis[i];
+    int const axis = detail::table_axis<P>(i);
     Real const* u = axis == 0 ? ux : (axis == 1 ? uy : uz);
-    Real const* parent = w + multi_index_table<P>.parent[i] * W;
+    Real const* parent = w + detail::table_parent<P>(i) * W;
     Real* out = w + i * W;
     if constexpr (with_factorial) {
-      Real const inv = Real(multi_index_table<P>.inv_exp[i]);
+      Real const inv = Real(detail::table_inv_exp<P>(i));
       KFMM_LANE_LOOP
       for (int l = 0; l < W; ++l) out[l] = parent[l] * (u[l] * inv);
     } else {

@@ -1,3 +1,4 @@
+#include <kfmm/core/kernel_shape.hpp>
 #include <kfmm/core/view_growth.hpp>
 #include <kfmm/fmm/node_geometry.hpp>
 
@@ -9,7 +10,20 @@ double root_scale(BoundingCube const& cube) { return std::exp2(std::ceil(std::lo
 
 namespace {
 
+/// GPU shape: the particles of a leaf are summed in this many fixed partial sums (particle i
+/// into sum i mod lanes), added in lane order, whatever the team size: the result is the same
+/// on every backend and thread count. One warp on CUDA.
+constexpr int geometry_lanes = 32;
+
+/// GPU shape: threads per team; a backend resource (results do not depend on it).
+constexpr int geometry_team_size() { return compat::is_gpu_backend<ExecutionSpace>() ? geometry_lanes : 1; }
+
+/// Tag of the GPU-shaped operator: a team per node.
+struct TeamPerNode {};
+
 // Computes one node's geometry: leaves from their particles, inner nodes from their children.
+// CPU shape: one thread per node (operator()(int)). GPU shape: a team per node of one level
+// starting at `first` (operator()(TeamPerNode, member)).
 struct NodeGeometryFunctor {
   ScalarView<std::uint64_t> code;
   ScalarView<int> pbegin, pend, cbegin, cend, cindex;
@@ -20,6 +34,68 @@ struct NodeGeometryFunctor {
   ScalarView<int> flags;
   double top, grid_unit, corner[3];
   bool geometric;
+  int first = 0;
+
+  using Scratch = Kokkos::View<double*, ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+  static std::size_t scratch_bytes() { return Scratch::shmem_size(4 * geometry_lanes); }
+
+  /// The expansion centre of a node of mass m and first moment mx.
+  KOKKOS_INLINE_FUNCTION void expansion_centre(int node, int level, double m, double const mx[3], double c[3]) const {
+    if (geometric) {
+      GridPoint const cell = cell_corner(code_first_key(code(node)), level);
+      double const half = 0.5 * double(std::uint64_t(1) << (max_tree_level - level));
+      for (int k = 0; k < 3; ++k) c[k] = corner[k] + (double(cell[k]) + half) * grid_unit;
+    } else {
+      for (int k = 0; k < 3; ++k) c[k] = m > 0 ? mx[k] / m : 0.0;
+    }
+  }
+
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION void operator()(TeamPerNode, Member const& team) const {
+    int const node = first + team.league_rank();
+    if (cbegin(node) != cend(node)) {  // inner: at most 8 children, one thread
+      Kokkos::single(Kokkos::PerTeam(team), [&]() { (*this)(node); });
+      return;
+    }
+    int const level = code_level(code(node));
+    int const begin = pbegin(node), end = pend(node);
+    Scratch partial(team.team_scratch(0), 4 * geometry_lanes);
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, geometry_lanes), [&](int l) {
+      double m = 0, mx[3] = {0, 0, 0};
+      for (int i = begin + l; i < end; i += geometry_lanes) {
+        m += mass(i);
+        for (int k = 0; k < 3; ++k) mx[k] += mass(i) * pos(i, k);
+      }
+      partial(4 * l) = m;
+      for (int k = 0; k < 3; ++k) partial(4 * l + 1 + k) = mx[k];
+    });
+    team.team_barrier();
+    // Every thread adds the lane sums in the same order, so all hold the same centre.
+    double m = 0, mx[3] = {0, 0, 0};
+    for (int l = 0; l < geometry_lanes; ++l) {
+      m += partial(4 * l);
+      for (int k = 0; k < 3; ++k) mx[k] += partial(4 * l + 1 + k);
+    }
+    double c[3];
+    expansion_centre(node, level, m, mx, c);
+    // The largest squared distance: a maximum, exact in any order.
+    double r2 = 0;
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(team, begin, end),
+        [&](int i, double& largest) {
+          double d2 = 0;
+          for (int k = 0; k < 3; ++k) d2 += (pos(i, k) - c[k]) * (pos(i, k) - c[k]);
+          largest = compat::math::max(largest, d2);
+        },
+        Kokkos::Max<double>(r2));
+    Kokkos::single(Kokkos::PerTeam(team), [&]() {
+      node_mass(node) = m;
+      for (int k = 0; k < 3; ++k) centre(node, k) = c[k];
+      radius(node) = compat::math::sqrt(compat::math::max(r2, 0.0));
+      scale(node) = top / double(std::uint64_t(1) << level);
+      flags(node) = node_leaf;
+    });
+  }
 
   KOKKOS_INLINE_FUNCTION void operator()(int node) const {
     int const level = code_level(code(node));
@@ -38,13 +114,7 @@ struct NodeGeometryFunctor {
       }
     }
     double c[3];
-    if (geometric) {
-      GridPoint const cell = cell_corner(code_first_key(code(node)), level);
-      double const half = 0.5 * double(std::uint64_t(1) << (max_tree_level - level));
-      for (int k = 0; k < 3; ++k) c[k] = corner[k] + (double(cell[k]) + half) * grid_unit;
-    } else {
-      for (int k = 0; k < 3; ++k) c[k] = m > 0 ? mx[k] / m : 0.0;
-    }
+    expansion_centre(node, level, m, mx, c);
     // Bounding radius: exact over the particles of a leaf, from the children's spheres above.
     double r = 0;
     if (leaf) {
@@ -102,12 +172,28 @@ NodeGeometryFunctor make_functor(Tree<> const& tree, Vec3View<double> const& pos
 void compute_node_geometry(ExecutionSpace const& space, Tree<> const& tree, Vec3View<double> const& pos,
                            ScalarView<double> const& mass, ExpansionCentre centre_kind, BoundingCube const& cube,
                            NodeGeometry& geometry) {
-  auto const functor = make_functor(tree, pos, mass, centre_kind, cube, geometry);
+  compute_node_geometry(space, tree, pos, mass, centre_kind, cube, geometry, gpu_shaped_kernels<ExecutionSpace>());
+}
+
+void compute_node_geometry(ExecutionSpace const& space, Tree<> const& tree, Vec3View<double> const& pos,
+                           ScalarView<double> const& mass, ExpansionCentre centre_kind, BoundingCube const& cube,
+                           NodeGeometry& geometry, bool gpu_shape, int team_size) {
+  auto functor = make_functor(tree, pos, mass, centre_kind, cube, geometry);
+  int const threads = team_size > 0 ? team_size : geometry_team_size();
   // Deepest level first, so that children are done before their parents.
-  for (int level = tree.num_levels() - 1; level >= 0; --level)
-    Kokkos::parallel_for("kfmm::fmm::node_geometry",
-                         Kokkos::RangePolicy<ExecutionSpace>(space, tree.level_offset[level], tree.level_offset[level + 1]),
-                         functor);
+  for (int level = tree.num_levels() - 1; level >= 0; --level) {
+    int const begin = tree.level_offset[level], end = tree.level_offset[level + 1];
+    if (gpu_shape) {
+      functor.first = begin;
+      using Policy = Kokkos::TeamPolicy<ExecutionSpace, TeamPerNode>;
+      Kokkos::parallel_for("kfmm::fmm::node_geometry_teams",
+                           Policy(space, end - begin, threads)
+                               .set_scratch_size(0, Kokkos::PerTeam(NodeGeometryFunctor::scratch_bytes())),
+                           functor);
+    } else {
+      Kokkos::parallel_for("kfmm::fmm::node_geometry", Kokkos::RangePolicy<ExecutionSpace>(space, begin, end), functor);
+    }
+  }
 }
 
 void update_inner_node_geometry(ExecutionSpace const& space, Tree<> const& tree, ScalarView<int> const& nodes,

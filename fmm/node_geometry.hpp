@@ -34,6 +34,14 @@ void compute_node_geometry(ExecutionSpace const& space, Tree<> const& tree, Vec3
                            ScalarView<double> const& mass, ExpansionCentre centre_kind, BoundingCube const& cube,
                            NodeGeometry& geometry);
 
+/// \brief compute_node_geometry in a given kernel shape (the one above takes
+/// gpu_shaped_kernels<ExecutionSpace>()), so that tests run both on any backend. CPU shape: a
+/// thread per node. GPU shape: a team per node of a level, the particles of a leaf in 32 fixed
+/// partial sums (the same result for any team size); `team_size` 0 is the backend's default.
+void compute_node_geometry(ExecutionSpace const& space, Tree<> const& tree, Vec3View<double> const& pos,
+                           ScalarView<double> const& mass, ExpansionCentre centre_kind, BoundingCube const& cube,
+                           NodeGeometry& geometry, bool gpu_shape, int team_size = 0);
+
 /// \brief Recomputes the geometry of the listed inner nodes from their children (all in one
 /// level, or ordered so that no node precedes its children within a call).
 void update_inner_node_geometry(ExecutionSpace const& space, Tree<> const& tree, ScalarView<int> const& nodes,

@@ -1,32 +1,69 @@
 #pragma once
 /// \file
-/// \brief Near field (P2P): one-sided leaf–leaf sums over the P2P lists, structure of arrays,
-/// positions relative to leaf centres in Real so that the inner loop vectorises.
+/// \brief Near field (P2P): one-sided leaf–leaf sums over the P2P lists, in one of two shapes
+/// (core/kernel_shape.hpp). CPU shape: each target leaf gathers all its sources (relative to
+/// its centre, in Real) into scratch and every target particle runs one long SIMD loop over
+/// them (W partial sums, AVX-512 where available). GPU shape: a team per target leaf walks its
+/// groups of all segments in segment order, staging the sources tile by tile in level-0 team
+/// scratch; one thread per target particle sums over each tile.
+#include <kfmm/core/kernel_shape.hpp>
 #include <kfmm/core/tree.hpp>
+#include <kfmm/core/view_growth.hpp>
 #include <kfmm/fmm/dual_tree_walk.hpp>
 #include <kfmm/fmm/expansion_pass.hpp>
 #include <kfmm/fmm/softening.hpp>
 
-#if defined(__AVX512F__) && !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__) && \
-    !defined(__SYCL_DEVICE_ONLY__)
+#if KFMM_ALLOW_CPU_INTRINSICS && defined(__AVX512F__) && !defined(__CUDA_ARCH__) && \
+    !defined(__HIP_DEVICE_COMPILE__) && !defined(__SYCL_DEVICE_ONLY__)
 #define KFMM_P2P_AVX512 1
 #include <immintrin.h>
 #endif
 
 namespace kfmm {
 
-/// Per-particle scratch of the near field, kept between calls.
+/// Scratch of the near field, kept between calls (each shape uses its own members).
 template <class Real>
 struct NearFieldScratch {
-  Kokkos::View<Real* [4], Kokkos::LayoutLeft, MemorySpace> xm{"kfmm::fmm::p2p::xm", 0};  ///< x, y, z (relative), m
+  /// CPU shape: x, y, z (relative to the particle's leaf centre), m of every source particle.
+  Kokkos::View<Real* [4], Kokkos::LayoutLeft, MemorySpace> xm{"kfmm::fmm::p2p::xm", 0};
+  /// GPU shape: first group of each node as a target (−1: none) and the next group of the same
+  /// target, so that a team follows its target's groups in segment order.
+  ScalarView<int> first_group{"kfmm::fmm::p2p::first_group", 0};
+  ScalarView<int> next_group{"kfmm::fmm::p2p::next_group", 0};
 };
 
 /// \brief Number of sources p2p_sources() handles side by side: 16 independent partial sums per
-/// target on CPUs (float and double), so that the loop vectorises without reassociating a
-/// reduction (GCC does not vectorise a plain floating-point sum) and the result does not depend
-/// on the vector unit; 1 on GPUs, where the team's threads are the parallelism.
+/// target in the CPU shape (float and double), so that the loop vectorises without reassociating
+/// a reduction (GCC does not vectorise a plain floating-point sum) and the result does not
+/// depend on the vector unit; 1 in the GPU shape, where the team's threads are the parallelism.
 template <class ExecSpace>
-inline constexpr int p2p_width = compat::is_gpu_backend<ExecSpace>() ? 1 : 16;
+inline constexpr int p2p_width = gpu_shaped_kernels<ExecSpace>() ? 1 : 16;
+
+/// \brief GPU shape: sources per tile in team scratch, which is also the number of target
+/// particles a team sums at a time (one per thread on GPUs; leaves of up to 160 particles take
+/// one or two passes).
+inline constexpr int p2p_tile = 128;
+
+/// \brief GPU shape: threads per team. A backend resource, not a shape: one thread per tile
+/// slot on GPUs, one thread (looping over the slots) on CPU backends; results do not depend on it.
+template <class ExecSpace>
+constexpr int p2p_team_size() {
+  return compat::is_gpu_backend<ExecSpace>() ? p2p_tile : 1;
+}
+
+/// \brief pair_kernel for the GPU-shaped near field: Plummer through the backend's reciprocal
+/// square root (one instruction on GPUs instead of a square root and a division), the spline
+/// as pair_kernel.
+template <SofteningKind kind, class Real>
+KOKKOS_INLINE_FUNCTION void p2p_pair_kernel(Real r2, Real h, Real& K, Real& F) {
+  if constexpr (kind == SofteningKind::Plummer) {
+    Real const inv = compat::math::rsqrt(r2 + h * h);
+    K = inv;
+    F = inv * inv * inv;
+  } else {
+    pair_kernel<kind, Real>(r2, h, K, F);
+  }
+}
 
 /// \brief One target particle against `count` gathered sources (positions relative to the
 /// target leaf's centre; `count` a multiple of W, padding sources of mass 0): accumulates
@@ -174,7 +211,7 @@ inline void p2p_plummer_avx512(Real const* x, Real const* y, Real const* z, Real
 }  // namespace detail
 
 /// \brief The Plummer loop (the default near field) on AVX-512 CPUs, float and double: see
-/// detail::p2p_plummer_avx512 (perf_tests: 5.7e9 float pairs/s per core, was 3.1e9).
+/// detail::p2p_plummer_avx512.
 template <>
 inline void p2p_sources<SofteningKind::Plummer, float, 16>(float const* KOKKOS_RESTRICT x,
                                                            float const* KOKKOS_RESTRICT y,
@@ -196,13 +233,11 @@ inline void p2p_sources<SofteningKind::Plummer, double, 16>(double const* KOKKOS
 }
 #endif
 
-/// \brief Adds the near field to `phi` and `grad` for every target particle and returns the
-/// number of particle pairs. Leaves (local or imported) hold their particles at
-/// `[particle_begin, particle_end)` of the pass particles. Each target leaf first gathers all
-/// its sources into scratch memory (relative to its own centre), then every target particle
-/// runs one long contiguous loop over them.
+/// \brief The near field in the CPU shape (see near_field): per list segment, a team of one
+/// thread per target leaf gathers all its sources into scratch memory (relative to its own
+/// centre), then every target particle runs one long contiguous loop over them.
 template <class Real, SofteningKind kind>
-std::uint64_t near_field(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
+std::uint64_t near_field_gathered(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
                          PairLists const& lists, PassParticles const& particles, Real h, ScalarView<double> const& phi,
                          Vec3View<double> const& grad, NearFieldScratch<Real>& scratch) {
   int const n = particles.num_sources;
@@ -240,7 +275,7 @@ std::uint64_t near_field(ExecutionSpace const& space, Tree<> const& tree, NodeGe
   using Member = typename Policy::member_type;
   using Scratch = Kokkos::View<Real*, typename ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
   constexpr int W = p2p_width<ExecutionSpace>;
-  int const team_size = compat::is_gpu_backend<ExecutionSpace>() ? 128 : 1;
+  int const team_size = 1;  // the W lanes are the parallelism within a target leaf
   int const capacity = (max_sources / W + 1) * W;  // room for the padding to a multiple of W
   std::size_t const scratch_bytes = 4 * Scratch::shmem_size(capacity);
   std::uint64_t pairs = 0;
@@ -298,6 +333,170 @@ std::uint64_t near_field(ExecutionSpace const& space, Tree<> const& tree, NodeGe
     pairs += segment_pairs;
   }
   return pairs;
+}
+
+/// \brief The near field in the GPU shape (see near_field): a team per target leaf, which sums
+/// the sources of all its groups, in segment order, over all segments in one launch. Sources are
+/// staged p2p_tile at a time in level-0 team scratch (positions relative to the target leaf's
+/// centre, converted from double); each thread takes one target particle per tile slot and adds
+/// the tile's sources in order to the target's sums, which stay in team scratch between tiles.
+/// Every target thus sums its sources in list order whatever the team size, tile size or thread
+/// count. `team_size` 0 takes p2p_team_size(); tests pass others.
+template <class Real, SofteningKind kind>
+std::uint64_t near_field_tiled(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
+                               PairLists const& lists, PassParticles const& particles, Real h,
+                               ScalarView<double> const& phi, Vec3View<double> const& grad,
+                               NearFieldScratch<Real>& scratch, int team_size = 0) {
+  int const nodes = tree.num_nodes;
+  if (nodes == 0 || lists.num_groups == 0) return 0;
+  grow_preserving(scratch.first_group, std::size_t(nodes));
+  grow_preserving(scratch.next_group, std::size_t(lists.num_groups));
+  auto const first_group = scratch.first_group;
+  auto const next_group = scratch.next_group;
+  auto const target = lists.target;
+  auto const offset = lists.offset;
+  auto const source = lists.source;
+  // Chain the groups of each target in segment order: walking the segments backwards, each
+  // group points to the target's group of the next segment. Targets are unique within a
+  // segment, so the groups of one segment run in parallel without conflicts.
+  Kokkos::deep_copy(space, Kokkos::subview(first_group, Kokkos::make_pair(0, nodes)), -1);
+  for (int s = lists.num_segments() - 1; s >= 0; --s)
+    Kokkos::parallel_for(
+        "kfmm::fmm::p2p::chain_groups",
+        Kokkos::RangePolicy<ExecutionSpace>(space, lists.segment_begin[s], lists.segment_begin[s + 1]),
+        KOKKOS_LAMBDA(int g) {
+          int const a = target(g);
+          next_group(g) = first_group(a);
+          first_group(a) = g;
+        });
+
+  using Policy = Kokkos::TeamPolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>;
+  using Member = typename Policy::member_type;
+  using Scratch = Kokkos::View<Real*, typename ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+  constexpr int T = p2p_tile;
+  // Tile x, y, z, m; targets x, y, z; target sums φ, ∇φ.
+  std::size_t const scratch_bytes = 11 * Scratch::shmem_size(T);
+  int const threads = team_size > 0 ? team_size : p2p_team_size<ExecutionSpace>();
+  auto const pos = particles.pos;
+  auto const mass = particles.mass;
+  auto const centre = geometry.centre;
+  auto const pbegin = tree.particle_begin;
+  auto const pend = tree.particle_end;
+  std::uint64_t pairs = 0;
+  Kokkos::parallel_reduce(
+      "kfmm::fmm::p2p_tiled", Policy(space, nodes, threads).set_scratch_size(0, Kokkos::PerTeam(scratch_bytes)),
+      KOKKOS_LAMBDA(Member const& team, std::uint64_t& count) {
+        int const a = team.league_rank();
+        int const head = first_group(a);
+        if (head < 0) return;  // not a target leaf
+        Scratch sx(team.team_scratch(0), T), sy(team.team_scratch(0), T), sz(team.team_scratch(0), T),
+            sm(team.team_scratch(0), T);
+        Scratch tx(team.team_scratch(0), T), ty(team.team_scratch(0), T), tz(team.team_scratch(0), T);
+        Scratch tp(team.team_scratch(0), T), tgx(team.team_scratch(0), T), tgy(team.team_scratch(0), T),
+            tgz(team.team_scratch(0), T);
+        int const ia = pbegin(a), na = pend(a) - ia;
+        double const cx = centre(a, 0), cy = centre(a, 1), cz = centre(a, 2);
+        std::uint64_t sources = 0;
+        bool self_listed = false;
+        // Targets in chunks of T; every chunk walks all the sources.
+        for (int c0 = 0; c0 < na; c0 += T) {
+          int const nc = compat::math::min(T, na - c0);
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nc), [&](int t) {
+            int const i = ia + c0 + t;
+            tx(t) = Real(pos(i, 0) - cx);
+            ty(t) = Real(pos(i, 1) - cy);
+            tz(t) = Real(pos(i, 2) - cz);
+            tp(t) = tgx(t) = tgy(t) = tgz(t) = Real(0);
+          });
+          // Cursor over the sources (the same in every thread): group g, entry e, particle jb of
+          // the entry's leaf.
+          int g = head, e = offset(head), jb = 0;
+          while (true) {
+            // Fill a tile; `self` is the slot of particle 0 of a itself (far off if absent), so
+            // that target t is excluded at slot self + t.
+            int filled = 0, self = -(1 << 30);
+            while (filled < T && g >= 0) {
+              if (e == offset(g + 1)) {
+                g = next_group(g);
+                if (g >= 0) e = offset(g);
+                continue;
+              }
+              int const b = source(e), ib = pbegin(b) + jb;
+              int const take = compat::math::min(pend(b) - ib, T - filled);
+              if (b == a) {
+                self = filled - jb;
+                self_listed = true;
+              }
+              int const at = filled;
+              Kokkos::parallel_for(Kokkos::TeamThreadRange(team, take), [&](int j) {
+                sx(at + j) = Real(pos(ib + j, 0) - cx);
+                sy(at + j) = Real(pos(ib + j, 1) - cy);
+                sz(at + j) = Real(pos(ib + j, 2) - cz);
+                sm(at + j) = Real(mass(ib + j));
+              });
+              filled += take;
+              jb += take;
+              if (pbegin(b) + jb == pend(b)) {
+                ++e;
+                jb = 0;
+              }
+            }
+            if (filled == 0) break;
+            if (c0 == 0) sources += std::uint64_t(filled);
+            team.team_barrier();
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nc), [&](int t) {
+              Real const xi = tx(t), yi = ty(t), zi = tz(t);
+              Real p = tp(t), gx = tgx(t), gy = tgy(t), gz = tgz(t);
+              int const self_slot = self + c0 + t;
+              for (int j = 0; j < filled; ++j) {
+                Real const dx = xi - sx(j), dy = yi - sy(j), dz = zi - sz(j);
+                Real const r2 = dx * dx + dy * dy + dz * dz;
+                // The target itself and unsoftened coincident pairs contribute nothing.
+                bool const excluded = (j == self_slot) | (r2 + h * h == Real(0));
+                Real K, F;
+                p2p_pair_kernel<kind, Real>(excluded ? Real(1) : r2, h, K, F);
+                Real const w = excluded ? Real(0) : sm(j);
+                p += w * K;
+                Real const wf = w * F;
+                gx -= wf * dx;
+                gy -= wf * dy;
+                gz -= wf * dz;
+              }
+              tp(t) = p;
+              tgx(t) = gx;
+              tgy(t) = gy;
+              tgz(t) = gz;
+            });
+            team.team_barrier();
+          }
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nc), [&](int t) {
+            int const i = ia + c0 + t;
+            phi(i) += tp(t);
+            grad(i, 0) += tgx(t);
+            grad(i, 1) += tgy(t);
+            grad(i, 2) += tgz(t);
+          });
+          team.team_barrier();
+        }
+        std::uint64_t const targets = std::uint64_t(na);
+        Kokkos::single(Kokkos::PerTeam(team), [&]() { count += sources * targets - (self_listed ? targets : 0); });
+      },
+      pairs);
+  return pairs;
+}
+
+/// \brief Adds the near field to `phi` and `grad` for every target particle and returns the
+/// number of particle pairs. Leaves (local or imported) hold their particles at
+/// `[particle_begin, particle_end)` of the pass particles. Takes the shape of
+/// gpu_shaped_kernels<ExecutionSpace>(): near_field_tiled or near_field_gathered.
+template <class Real, SofteningKind kind>
+std::uint64_t near_field(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
+                         PairLists const& lists, PassParticles const& particles, Real h, ScalarView<double> const& phi,
+                         Vec3View<double> const& grad, NearFieldScratch<Real>& scratch) {
+  if constexpr (gpu_shaped_kernels<ExecutionSpace>())
+    return near_field_tiled<Real, kind>(space, tree, geometry, lists, particles, h, phi, grad, scratch);
+  else
+    return near_field_gathered<Real, kind>(space, tree, geometry, lists, particles, h, phi, grad, scratch);
 }
 
 }  // namespace kfmm

@@ -7,7 +7,7 @@
 #include <kfmm/fmm/node_geometry.hpp>
 #include <kfmm/fmm/solver.hpp>
 
-#include <fmt/format.h>
+#include <kfmm/core/format.hpp>
 
 #include <cstdio>
 #include <limits>
@@ -135,7 +135,8 @@ class ForceSolver::Impl {
   FMMConfig const& config() const { return config_; }
   Context const& context() const { return context_; }
 
- private:
+  // The steps below are public only because nvcc allows device lambdas in public member
+  // functions only; ForceSolver::Impl is not part of the API.
   // Problems with the input that would derail the collective steps, found before any of them.
   std::string check_input(Particles<MemorySpace> const& particles) const {
     if (particles.num > particles.capacity())
@@ -247,7 +248,7 @@ class ForceSolver::Impl {
     if (static_cast<int>(permutation_.extent(0)) < n) Kokkos::resize(permutation_, n + n / 4);
     compute_keys(space_, cube, particles.pos, n, keys_);
     sorter_.sort(space_, keys_, permutation_, n);
-    permute(space_, particles, permutation_);
+    sorter_.permute(space_, particles, permutation_);
   }
 
   void write_results(Particles<MemorySpace> const& particles, int n) {
@@ -321,6 +322,7 @@ class ForceSolver::Impl {
     return count;
   }
 
+ private:
   Context context_;
   FMMConfig config_;
   ExecutionSpace space_;

@@ -53,8 +53,10 @@ class ForceSolver {
   FMMConfig const& config() const;
   Context const& context() const;
 
- private:
+  /// The implementation (public only as a name: nvcc allows device lambdas in public classes only).
   class Impl;
+
+ private:
   std::unique_ptr<Impl> impl_;
 };
 

@@ -3,7 +3,7 @@
 #include <kfmm/core/error.hpp>
 #include <kfmm/io/hdf5_handle.hpp>
 
-#include <fmt/format.h>
+#include <kfmm/core/format.hpp>
 
 #include <cstdint>
 #include <filesystem>

@@ -2,7 +2,7 @@
 
 #include <kfmm/core/error.hpp>
 
-#include <fmt/format.h>
+#include <kfmm/core/format.hpp>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>

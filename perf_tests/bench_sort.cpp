@@ -1,5 +1,7 @@
-// Keys sorted per second by KeySorter (radix sort with permutation), on random 63-bit keys and
-// on Hilbert keys of clumped positions (what the solver sorts every step).
+// Keys sorted per second by KeySorter (radix sort with permutation), on random 63-bit keys, on
+// Hilbert keys of clumped positions (what the solver sorts) and on already sorted keys (the
+// solver's keys after the first step are nearly sorted); both kernel shapes. Particles
+// permuted per second (pos, vel, mass, id): the sorter's permute and the allocating permute().
 #include <kfmm/core/hilbert.hpp>
 #include <kfmm/core/sort.hpp>
 
@@ -22,7 +24,7 @@ Keys random_keys(std::size_t n) {
 }
 
 // Gaussian clumps of width 1 at 30·N(0,1), as in jz-fmm's examples.
-Keys clumped_hilbert_keys(std::size_t n) {
+kfmm::Vec3View<double> clumped_positions(std::size_t n) {
   kfmm::Vec3View<double> pos("kfmm::bench::pos", n);
   auto host = Kokkos::create_mirror_view(pos);
   std::mt19937_64 random(2);
@@ -33,6 +35,11 @@ Keys clumped_hilbert_keys(std::size_t n) {
   for (std::size_t i = 0; i < n; ++i)
     for (int k = 0; k < 3; ++k) host(i, k) = centres[i % 20][k] + normal(random);
   Kokkos::deep_copy(pos, host);
+  return pos;
+}
+
+Keys clumped_hilbert_keys(std::size_t n) {
+  auto const pos = clumped_positions(n);
   kfmm::ExecutionSpace space;
   double lo[3], hi[3];
   kfmm::compute_bounds(space, pos, n, lo, hi);
@@ -42,7 +49,16 @@ Keys clumped_hilbert_keys(std::size_t n) {
   return keys;
 }
 
-template <Keys (*make_keys)(std::size_t)>
+Keys sorted_clumped_hilbert_keys(std::size_t n) {
+  Keys keys = clumped_hilbert_keys(n);
+  Kokkos::View<std::uint32_t*, kfmm::MemorySpace> permutation("kfmm::bench::permutation", n);
+  kfmm::sort_by_key(kfmm::ExecutionSpace(), keys, permutation);
+  return keys;
+}
+
+enum class Shape { chosen, blocks, teams };
+
+template <Keys (*make_keys)(std::size_t), Shape shape = Shape::chosen>
 void BM_sort_keys(benchmark::State& state) {
   std::size_t const n = state.range(0);
   Keys const original = make_keys(n);
@@ -55,7 +71,12 @@ void BM_sort_keys(benchmark::State& state) {
     Kokkos::deep_copy(space, keys, original);
     space.fence();
     state.ResumeTiming();
-    sorter.sort(space, keys, permutation, n);
+    if (shape == Shape::blocks)
+      sorter.sort_blocks(space, keys, permutation, n);
+    else if (shape == Shape::teams)
+      sorter.sort_teams(space, keys, permutation, n);
+    else
+      sorter.sort(space, keys, permutation, n);
     space.fence();
   }
   state.counters["keys/s"] = benchmark::Counter(double(n) * state.iterations(), benchmark::Counter::kIsRate);
@@ -67,5 +88,47 @@ BENCHMARK_TEMPLATE(BM_sort_keys, clumped_hilbert_keys)
     ->Arg(4000000)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+BENCHMARK_TEMPLATE(BM_sort_keys, sorted_clumped_hilbert_keys)
+    ->Arg(1000000)
+    ->Arg(4000000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_TEMPLATE(BM_sort_keys, clumped_hilbert_keys, Shape::blocks)
+    ->Arg(1000000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_TEMPLATE(BM_sort_keys, clumped_hilbert_keys, Shape::teams)
+    ->Arg(1000000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// Particles permuted per second, by a permutation that sorts clumped particles by key (as in the
+// solver's first call) or by the identity (the solver's particles are nearly in order afterwards).
+template <bool sorting, bool with_sorter>
+void BM_permute(benchmark::State& state) {
+  std::size_t const n = state.range(0);
+  kfmm::ExecutionSpace space;
+  kfmm::Particles<kfmm::MemorySpace> particles(n);
+  particles.num = particles.num_total = n;
+  Kokkos::deep_copy(particles.pos, clumped_positions(n));
+  Keys keys = sorting ? clumped_hilbert_keys(n) : sorted_clumped_hilbert_keys(n);
+  Kokkos::View<std::uint32_t*, kfmm::MemorySpace> permutation("kfmm::bench::permutation", n);
+  kfmm::KeySorter<kfmm::MemorySpace> sorter;
+  sorter.sort(space, keys, permutation, n);
+  sorter.permute(space, particles, permutation);  // grows the sorter's scratch
+  space.fence();
+  for (auto _ : state) {
+    if (with_sorter)
+      sorter.permute(space, particles, permutation);
+    else
+      kfmm::permute(space, particles, permutation);
+    space.fence();
+  }
+  state.counters["particles/s"] = benchmark::Counter(double(n) * state.iterations(), benchmark::Counter::kIsRate);
+}
+
+BENCHMARK_TEMPLATE(BM_permute, true, true)->Arg(1000000)->Arg(4000000)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_TEMPLATE(BM_permute, false, true)->Arg(1000000)->Arg(4000000)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_TEMPLATE(BM_permute, false, false)->Arg(1000000)->Arg(4000000)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

@@ -161,4 +161,45 @@ TEST(Hilbert, ComputeKeysMatchesTheScalarFunctions) {
   }
 }
 
+// Both shapes of compute_keys (16 lanes per thread on CPUs, one thread per particle on GPUs)
+// give the same keys, also for a count that is not a multiple of the lane width and for NaN.
+TEST(Hilbert, LaneAndPerParticleShapesGiveTheSameKeys) {
+  std::mt19937_64 random(13);
+  std::normal_distribution<double> normal(0, 5);
+  std::size_t const n = 1000 * 16 + 7;
+  kfmm::Vec3View<double> pos("pos", n + 3);
+  auto pos_host = Kokkos::create_mirror_view(pos);
+  for (std::size_t i = 0; i < n + 3; ++i)
+    for (int k = 0; k < 3; ++k) pos_host(i, k) = normal(random);
+  pos_host(5, 1) = NAN;
+  Kokkos::deep_copy(pos, pos_host);
+  kfmm::ExecutionSpace space;
+  double const lo[3] = {-40, -40, -40}, hi[3] = {40, 40, 40};
+  auto const cube = kfmm::cube_from_bounds(lo, hi);
+  for (std::size_t count : {n, std::size_t(1), std::size_t(15), std::size_t(17)}) {
+    SCOPED_TRACE(testing::Message() << "n = " << count);
+    Kokkos::View<std::uint64_t*, kfmm::MemorySpace> lanes("lanes", n + 3), single("single", n + 3), chosen("chosen", n + 3);
+    Kokkos::deep_copy(lanes, 7);  // past `count` must stay untouched
+    Kokkos::deep_copy(single, 7);
+    kfmm::compute_keys_in_lanes<16>(space, cube, pos, count, lanes);
+    kfmm::compute_keys_in_lanes<1>(space, cube, pos, count, single);
+    kfmm::compute_keys(space, cube, pos, count, chosen);
+    auto const a = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), lanes);
+    auto const b = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), single);
+    auto const c = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), chosen);
+    for (std::size_t i = 0; i < n + 3; ++i) {
+      ASSERT_EQ(a(i), b(i)) << "point " << i;
+      if (i < count) {
+        ASSERT_EQ(c(i), a(i)) << "point " << i;
+        GridPoint const g = kfmm::integer_coordinates(cube, pos_host(i, 0), pos_host(i, 1), pos_host(i, 2));
+        ASSERT_EQ(a(i), hilbert_key(g[0], g[1], g[2])) << "point " << i;
+      } else {
+        ASSERT_EQ(a(i), 7u) << "point " << i;
+      }
+    }
+  }
+  // The kernel shape follows the build: GPU shape (one lane) only in portable builds on CPUs.
+  EXPECT_EQ(kfmm::hilbert_key_lanes<kfmm::ExecutionSpace>(), kfmm::gpu_shaped_kernels<kfmm::ExecutionSpace>() ? 1 : 16);
+}
+
 }  // namespace

@@ -130,8 +130,9 @@ TEST(CounterRandom, StreamsAreIndependentOfOneAnother) {
   EXPECT_NE(first, d.uniform());
 }
 
-TEST(CounterRandom, DeviceDrawsEqualHostDraws) {
-  int const n = 64;
+// A free function: nvcc allows device lambdas in free and public member functions only, and
+// GoogleTest's test bodies are private.
+Kokkos::View<double*> draw_on_device(int n) {
   Kokkos::View<double*> device("kfmm::test::draws", n);
   Kokkos::parallel_for(
       "kfmm::test::draw", Kokkos::RangePolicy<kfmm::ExecutionSpace>(0, n), KOKKOS_LAMBDA(int i) {
@@ -139,6 +140,12 @@ TEST(CounterRandom, DeviceDrawsEqualHostDraws) {
         random.uniform();
         device(i) = random.normal();
       });
+  return device;
+}
+
+TEST(CounterRandom, DeviceDrawsEqualHostDraws) {
+  int const n = 64;
+  auto const device = draw_on_device(n);
   auto const host = Kokkos::create_mirror_view_and_copy(HostSpace(), device);
   for (int i = 0; i < n; ++i) {
     kfmm::CounterRandom random(11, kfmm::RandomStream::Particle, std::uint64_t(i));

@@ -128,4 +128,115 @@ TEST(Sort, PermuteReordersEveryParticleField) {
   }
 }
 
+// The GPU-shaped sort (a team per block, digit counters in team scratch) against
+// std::stable_sort and the CPU-shaped sort, for team sizes and chunk lengths that leave
+// partial chunks, empty threads in the last block and single-key blocks.
+template <class Index>
+void expect_team_sort_like_stable_sort(std::vector<std::uint64_t> const& keys, kfmm::SortTeamShape shape) {
+  SCOPED_TRACE(testing::Message() << "n = " << keys.size() << ", team size " << shape.team_size << ", keys per thread "
+                                  << shape.keys_per_thread);
+  std::vector<std::size_t> order(keys.size());
+  std::iota(order.begin(), order.end(), std::size_t(0));
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return keys[a] < keys[b]; });
+  kfmm::ExecutionSpace space;
+  kfmm::KeySorter<kfmm::MemorySpace, Index> sorter;
+  Keys teams = to_view(keys), blocks = to_view(keys);
+  Kokkos::View<Index*, kfmm::MemorySpace> team_permutation("permutation", keys.size()),
+      block_permutation("permutation", keys.size());
+  sorter.sort_teams(space, teams, team_permutation, keys.size(), shape);
+  sorter.sort_blocks(space, blocks, block_permutation, keys.size());
+  auto const sorted = to_vector(teams);
+  auto const got = to_vector(team_permutation);
+  auto const cpu_sorted = to_vector(blocks);
+  auto const cpu_got = to_vector(block_permutation);
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    ASSERT_EQ(got[i], order[i]) << "position " << i;
+    ASSERT_EQ(sorted[i], keys[order[i]]) << "position " << i;
+    ASSERT_EQ(cpu_got[i], got[i]) << "position " << i;
+    ASSERT_EQ(cpu_sorted[i], sorted[i]) << "position " << i;
+  }
+}
+
+std::vector<kfmm::SortTeamShape> sort_team_shapes() {
+  std::vector<kfmm::SortTeamShape> shapes = {{0, 0}, {1, 1}, {1, 256}};
+  if (kfmm::ExecutionSpace().concurrency() >= 2) {
+    shapes.push_back({2, 3});
+    shapes.push_back({2, 0});
+  }
+  return shapes;
+}
+
+TEST(Sort, TeamShapeMatchesStableSort) {
+  for (auto const shape : sort_team_shapes()) {
+    // Tiny blocks mean 256 counters per few keys: keep those sorts short.
+    bool const tiny_blocks = shape.keys_per_thread > 0 && shape.team_size * shape.keys_per_thread < 64;
+    std::size_t const large = tiny_blocks ? 3001 : 30011, medium = tiny_blocks ? 1001 : 5000;
+    for (std::size_t n : {std::size_t(0), std::size_t(1), std::size_t(2), std::size_t(5), std::size_t(1000), large})
+      expect_team_sort_like_stable_sort<std::uint32_t>(random_keys(n, ~std::uint64_t(0), n + 1), shape);
+    auto few = random_keys(medium, 3, 9);
+    for (auto& key : few) key <<= 40;  // digits vary only in one byte: long equal runs
+    expect_team_sort_like_stable_sort<std::uint32_t>(few, shape);
+    auto sorted = random_keys(medium, (std::uint64_t(1) << 63) - 1, 5);
+    std::sort(sorted.begin(), sorted.end());
+    expect_team_sort_like_stable_sort<std::uint32_t>(sorted, shape);
+    std::reverse(sorted.begin(), sorted.end());
+    expect_team_sort_like_stable_sort<std::uint32_t>(sorted, shape);
+    expect_team_sort_like_stable_sort<std::uint32_t>(std::vector<std::uint64_t>(medium, 42), shape);
+    expect_team_sort_like_stable_sort<std::size_t>(random_keys(medium, 0xffff0000ffull, 2), shape);
+  }
+}
+
+// One digit value everywhere in a full block: the 16-bit counters reach the block length.
+TEST(Sort, TeamShapeCountsAFullBlockOfOneDigit) {
+  std::vector<std::uint64_t> keys(3 * 65535 + 11, 0x100);
+  for (std::size_t i = 0; i < keys.size(); i += 1000) keys[i] = 0x1ff;  // two digits in byte 0
+  expect_team_sort_like_stable_sort<std::uint32_t>(keys, {1, 65535});
+  if (kfmm::ExecutionSpace().concurrency() >= 2) expect_team_sort_like_stable_sort<std::uint32_t>(keys, {2, 32767});
+}
+
+TEST(Sort, TeamShapeRejectsBlocksBeyondItsCounters) {
+  Keys keys = to_view(random_keys(10, ~std::uint64_t(0), 1));
+  Kokkos::View<std::uint32_t*, kfmm::MemorySpace> permutation("permutation", 10);
+  kfmm::KeySorter<kfmm::MemorySpace> sorter;
+  EXPECT_THROW(sorter.sort_teams(kfmm::ExecutionSpace(), keys, permutation, 10, {1, 65536}), kfmm::Error);
+}
+
+// The sorter's own permute() (through its key scratch) reorders like the free permute().
+TEST(Sort, SorterPermuteMatchesPermute) {
+  std::size_t const n = 3000;
+  kfmm::Particles<kfmm::HostSpace> host(n + 5);
+  host.num = host.num_total = n;
+  for (std::size_t i = 0; i < n; ++i) {
+    for (int k = 0; k < 3; ++k) host.pos(i, k) = 10.0 * i + k, host.vel(i, k) = -double(i) - k;
+    host.mass(i) = 0.5 * i;
+    host.id(i) = 1000 + i;
+  }
+  auto keys = random_keys(n, 0xfff, 3);
+  Keys key_view = to_view(keys);
+  Kokkos::View<std::uint32_t*, kfmm::MemorySpace> permutation("permutation", n);
+  kfmm::KeySorter<kfmm::MemorySpace> sorter;
+  kfmm::ExecutionSpace space;
+  sorter.sort(space, key_view, permutation, n);
+  auto by_sorter = kfmm::to_device(host);
+  auto by_function = kfmm::to_device(host);
+  sorter.permute(space, by_sorter, permutation);
+  kfmm::permute(space, by_function, permutation);
+  auto const a = kfmm::to_host(by_sorter);
+  auto const b = kfmm::to_host(by_function);
+  auto const perm = to_vector(permutation);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::size_t const old = perm[i];
+    ASSERT_EQ(a.id(i), 1000 + old);
+    ASSERT_EQ(b.id(i), a.id(i));
+    ASSERT_EQ(a.mass(i), 0.5 * old);
+    ASSERT_EQ(b.mass(i), a.mass(i));
+    for (int k = 0; k < 3; ++k) {
+      ASSERT_EQ(a.pos(i, k), 10.0 * old + k);
+      ASSERT_EQ(a.vel(i, k), -double(old) - k);
+      ASSERT_EQ(b.pos(i, k), a.pos(i, k));
+      ASSERT_EQ(b.vel(i, k), a.vel(i, k));
+    }
+  }
+}
+
 }  // namespace

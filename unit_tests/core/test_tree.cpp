@@ -116,4 +116,26 @@ TEST_F(TreeTest, ForcedCellsAreSplitAndAnEmptyTreeHasNoNodes) {
   EXPECT_THROW(build_tree(space, keys, 10, 0, {}, tree), Error);
 }
 
+// Rebuilding a tree of the same size reuses every View (the solver rebuilds each step).
+TEST_F(TreeTest, RebuildingAllocatesNothing) {
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> normal;
+  std::vector<std::array<double, 3>> points(5000);
+  for (auto& p : points) p = {normal(rng), normal(rng), normal(rng)};
+  auto const keys = sorted_keys(points);
+  Tree<> tree;
+  build_tree(space, keys, 5000, 16, {}, tree);
+  int const nodes = tree.num_nodes;
+  void const* const data[8] = {tree.code.data(),        tree.particle_begin.data(), tree.particle_end.data(),
+                               tree.child_begin.data(), tree.child_end.data(),      tree.child_index.data(),
+                               tree.build_child_count.data(), tree.build_bounds.data()};
+  build_tree(space, keys, 5000, 16, {}, tree);
+  void const* const again[8] = {tree.code.data(),        tree.particle_begin.data(), tree.particle_end.data(),
+                                tree.child_begin.data(), tree.child_end.data(),      tree.child_index.data(),
+                                tree.build_child_count.data(), tree.build_bounds.data()};
+  for (int k = 0; k < 8; ++k) EXPECT_EQ(data[k], again[k]) << "View " << k << " was reallocated";
+  EXPECT_EQ(tree.num_nodes, nodes);
+  check(tree, keys, 5000, 16);
+}
+
 }  // namespace

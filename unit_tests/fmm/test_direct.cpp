@@ -1,4 +1,5 @@
 #include <kfmm/comm/initial_conditions.hpp>
+#include <kfmm/core/kernel_shape.hpp>
 #include <kfmm/fmm/direct.hpp>
 
 #include <gtest/gtest.h>
@@ -305,6 +306,85 @@ TEST(DirectSum, RepeatsBitForBitAndPadsWithNaN) {
     EXPECT_TRUE(std::isnan(a(i, 2)));
   }
 }
+
+// Both kernel shapes of the local sums, whatever the build: the GPU shape (a team per block of
+// targets, sources in tiles in team scratch) sums every target's sources in the same order as the
+// CPU shape, so both agree to the last bits, for any team size, with targets and sources that do
+// not fill the last tile.
+class DirectShapes : public testing::TestWithParam<SofteningKind> {
+ protected:
+  struct HostForces {
+    std::vector<double> potential, acceleration;
+  };
+
+  static HostForces local_sums(Particles<kfmm::MemorySpace> const& sources, Particles<kfmm::MemorySpace> const& targets,
+                               SofteningKind kind, bool gpu_shape, int team_size = 0) {
+    std::size_t const n = targets.num;
+    kfmm::ScalarView<double> potential("potential", n);
+    kfmm::Vec3View<double> acceleration("acceleration", n);
+    auto const ids = Kokkos::subview(targets.id, Kokkos::make_pair(std::size_t(0), n));
+    kfmm::detail::direct_sum_local(kfmm::ExecutionSpace(), sources, targets.pos, ids, kind, 0.02, 1.5, potential,
+                                   acceleration, gpu_shape, team_size);
+    auto const p = Kokkos::create_mirror_view_and_copy(HostSpace(), potential);
+    auto const a = Kokkos::create_mirror_view_and_copy(HostSpace(), acceleration);
+    HostForces f;
+    for (std::size_t i = 0; i < n; ++i) {
+      f.potential.push_back(p(i));
+      for (int c = 0; c < 3; ++c) f.acceleration.push_back(a(i, c));
+    }
+    return f;
+  }
+};
+
+TEST_P(DirectShapes, GpuShapeEqualsCpuShapeForEveryTeamSize) {
+  auto const host = unequal_masses(kfmm::generate_initial_conditions(plummer_options(700), 0, 1, [](std::int64_t*, int) {}));
+  auto const sources = kfmm::to_device(host);
+  // Targets: every third particle (they find themselves among the sources) and two outsiders.
+  Particles<HostSpace> picked(host.num / 3 + 3);
+  for (std::size_t i = 0; i < host.num; i += 3) {
+    picked.copy_range(host, i, i + 1, picked.num);
+    ++picked.num;
+  }
+  for (double x : {0.5, 40.0}) {
+    std::size_t const t = picked.num++;
+    for (int c = 0; c < 3; ++c) picked.pos(t, c) = x * (c + 1);
+    picked.id(t) = 1u << 30;
+  }
+  auto const targets = kfmm::to_device(picked);
+  auto const cpu = local_sums(sources, targets, GetParam(), false);
+  auto const gpu = local_sums(sources, targets, GetParam(), true);
+  ASSERT_EQ(cpu.potential.size(), picked.num);
+  double scale = 0;
+  for (double a : cpu.acceleration) scale = std::max(scale, std::fabs(a));
+  for (std::size_t i = 0; i < picked.num; ++i) {
+    EXPECT_NEAR(gpu.potential[i], cpu.potential[i], 1e-14 * std::fabs(cpu.potential[i])) << i;
+    for (int c = 0; c < 3; ++c)
+      EXPECT_NEAR(gpu.acceleration[3 * i + c], cpu.acceleration[3 * i + c], 1e-14 * scale) << i;
+  }
+  int const largest = kfmm::compat::concurrency(kfmm::ExecutionSpace());
+  for (int team : {1, 2, 3}) {
+    if (team > largest) continue;
+    auto const other = local_sums(sources, targets, GetParam(), true, team);
+    EXPECT_EQ(std::memcmp(other.potential.data(), gpu.potential.data(), gpu.potential.size() * sizeof(double)), 0)
+        << "team size " << team;
+    EXPECT_EQ(std::memcmp(other.acceleration.data(), gpu.acceleration.data(),
+                          gpu.acceleration.size() * sizeof(double)),
+              0)
+        << "team size " << team;
+  }
+  // direct_sum on this rank alone is the shape this build selects.
+  Context const self(MPI_COMM_SELF);
+  kfmm::ScalarView<double> phi("phi", picked.num);
+  kfmm::Vec3View<double> acc("acc", picked.num);
+  auto const ids = Kokkos::subview(targets.id, Kokkos::make_pair(std::size_t(0), picked.num));
+  kfmm::direct_sum(self, sources, targets.pos, ids, GetParam(), 0.02, 1.5, phi, acc);
+  auto const p = Kokkos::create_mirror_view_and_copy(HostSpace(), phi);
+  auto const& selected = kfmm::gpu_shaped_kernels<kfmm::ExecutionSpace>() ? gpu : cpu;
+  for (std::size_t i = 0; i < picked.num; ++i) EXPECT_EQ(p(i), selected.potential[i]) << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(DirectSum, DirectShapes, testing::Values(SofteningKind::Plummer, SofteningKind::Spline),
+                         [](testing::TestParamInfo<SofteningKind> const& info) { return kfmm::to_string(info.param); });
 
 TEST(DirectSum, BadArgumentsOnOneRankThrowOnAll) {
   Context const context;

@@ -1,12 +1,19 @@
-// p2p_sources, the near-field inner loop as the solver runs it on this host (the AVX-512
-// Plummer float loop where the compiler targets AVX-512, the portable loop elsewhere): equal
-// to a double-precision pair sum, the target itself and unsoftened coincident pairs left out,
-// padding sources of mass 0 harmless, for both kernels and both precisions.
+// p2p_sources, the near-field inner loop of the CPU shape as the solver runs it on this host
+// (the AVX-512 Plummer float loop where the compiler targets AVX-512, the portable loop
+// elsewhere): equal to a double-precision pair sum, the target itself and unsoftened coincident
+// pairs left out, padding sources of mass 0 harmless, for both kernels and both precisions.
+// near_field in both shapes on a real tree and its P2P lists, whatever the build: the GPU shape
+// (near_field_tiled) and the CPU shape (near_field_gathered) against a double pair sum over the
+// lists, the exact pair count, and the GPU shape bit for bit the same for any team size.
 #include <kfmm/fmm/p2p.hpp>
+
+#include "sorted_tree.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -86,3 +93,201 @@ void expect_both_kernels(double tolerance) {
 TEST(P2P, FloatMatchesDoublePairSum) { expect_both_kernels<float>(2e-5); }
 
 TEST(P2P, DoubleMatchesDoublePairSum) { expect_both_kernels<double>(1e-12); }
+
+// ---- near_field on a tree ------------------------------------------------------------------
+
+namespace {
+
+using kfmm::HostSpace;
+
+/// Potential and gradient of the near field of every particle, with the pair count.
+struct NearFieldResult {
+  std::vector<double> phi, grad;  // grad: 3 per particle
+  std::uint64_t pairs = 0;
+};
+
+class NearField : public testing::Test {
+ protected:
+  // 3000 particles of a Plummer sphere and 300 coincident ones (a leaf of 300 > 2 tiles).
+  static void SetUpTestSuite() {
+    setup_ = new Setup;
+    Setup& s = *setup_;
+    s.sorted = kfmm_test::sorted_tree(kfmm_test::plummer_with_a_clump(3000, 300), 160);
+    kfmm::ExecutionSpace const space;
+    kfmm::compute_node_geometry(space, s.sorted.tree, s.sorted.particles.pos, s.sorted.particles.mass,
+                                kfmm::ExpansionCentre::CentreOfMass, s.sorted.cube, s.geometry);
+    kfmm::DualTreeWalk walk;
+    kfmm::PairLists m2l;
+    walk.run(space, s.sorted.tree, s.geometry, 0.6, 0.0, 0, m2l, s.lists);
+    space.fence();
+  }
+  static void TearDownTestSuite() {
+    delete setup_;
+    setup_ = nullptr;
+  }
+
+  struct Setup {
+    kfmm_test::SortedTree sorted;
+    kfmm::NodeGeometry geometry;
+    kfmm::PairLists lists;
+  };
+  static Setup* setup_;
+
+  kfmm::PassParticles pass() const {
+    auto const& p = setup_->sorted.particles;
+    return kfmm::PassParticles{p.pos, p.mass, setup_->sorted.n, setup_->sorted.n};
+  }
+
+  /// One near-field call in a shape (team size 0: the backend's default) into zeroed sums.
+  template <class Real, kfmm::SofteningKind kind>
+  NearFieldResult run(bool tiled, double h, int team_size = 0) const {
+    int const n = setup_->sorted.n;
+    kfmm::ScalarView<double> phi("phi", n);
+    kfmm::Vec3View<double> grad("grad", n);
+    kfmm::NearFieldScratch<Real> scratch;
+    kfmm::ExecutionSpace const space;
+    auto const& s = *setup_;
+    NearFieldResult r;
+    r.pairs = tiled ? kfmm::near_field_tiled<Real, kind>(space, s.sorted.tree, s.geometry, s.lists, pass(), Real(h),
+                                                         phi, grad, scratch, team_size)
+                    : kfmm::near_field_gathered<Real, kind>(space, s.sorted.tree, s.geometry, s.lists, pass(),
+                                                            Real(h), phi, grad, scratch);
+    auto const p = Kokkos::create_mirror_view_and_copy(HostSpace(), phi);
+    auto const g = Kokkos::create_mirror_view_and_copy(HostSpace(), grad);
+    for (int i = 0; i < n; ++i) {
+      r.phi.push_back(p(i));
+      for (int k = 0; k < 3; ++k) r.grad.push_back(g(i, k));
+    }
+    return r;
+  }
+
+  /// The near field as a double pair sum over the lists, pair by pair on the host.
+  template <kfmm::SofteningKind kind>
+  NearFieldResult reference(double h) const {
+    auto const& s = *setup_;
+    int const n = s.sorted.n;
+    auto const pos = Kokkos::create_mirror_view_and_copy(HostSpace(), s.sorted.particles.pos);
+    auto const mass = Kokkos::create_mirror_view_and_copy(HostSpace(), s.sorted.particles.mass);
+    auto const pbegin = Kokkos::create_mirror_view_and_copy(HostSpace(), s.sorted.tree.particle_begin);
+    auto const pend = Kokkos::create_mirror_view_and_copy(HostSpace(), s.sorted.tree.particle_end);
+    auto const target = Kokkos::create_mirror_view_and_copy(HostSpace(), s.lists.target);
+    auto const offset = Kokkos::create_mirror_view_and_copy(HostSpace(), s.lists.offset);
+    auto const source = Kokkos::create_mirror_view_and_copy(HostSpace(), s.lists.source);
+    NearFieldResult r;
+    r.phi.assign(n, 0.0);
+    r.grad.assign(3 * std::size_t(n), 0.0);
+    for (int g = 0; g < s.lists.num_groups; ++g) {
+      int const a = target(g);
+      for (int e = offset(g); e < offset(g + 1); ++e) {
+        int const b = source(e);
+        for (int i = pbegin(a); i < pend(a); ++i)
+          for (int j = pbegin(b); j < pend(b); ++j) {
+            if (i == j) continue;
+            ++r.pairs;
+            double const d[3] = {pos(i, 0) - pos(j, 0), pos(i, 1) - pos(j, 1), pos(i, 2) - pos(j, 2)};
+            double const r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
+            if (r2 + h * h == 0) continue;
+            double K, F;
+            kfmm::pair_kernel<kind, double>(r2, h, K, F);
+            r.phi[i] += mass(j) * K;
+            for (int k = 0; k < 3; ++k) r.grad[3 * std::size_t(i) + k] -= mass(j) * F * d[k];
+          }
+      }
+    }
+    return r;
+  }
+
+  /// Largest error of φ and ∇φ relative to the largest reference magnitude.
+  static void expect_close(NearFieldResult const& got, NearFieldResult const& want, double tolerance,
+                           char const* what) {
+    double phi_scale = 0, grad_scale = 0, phi_error = 0, grad_error = 0;
+    for (std::size_t i = 0; i < want.phi.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(got.phi[i])) << what << " particle " << i;
+      phi_scale = std::max(phi_scale, std::fabs(want.phi[i]));
+      phi_error = std::max(phi_error, std::fabs(got.phi[i] - want.phi[i]));
+    }
+    for (std::size_t c = 0; c < want.grad.size(); ++c) {
+      grad_scale = std::max(grad_scale, std::fabs(want.grad[c]));
+      grad_error = std::max(grad_error, std::fabs(got.grad[c] - want.grad[c]));
+    }
+    EXPECT_GT(phi_scale, 0.0) << what;
+    EXPECT_LE(phi_error, tolerance * phi_scale) << what;
+    EXPECT_LE(grad_error, tolerance * grad_scale) << what;
+  }
+
+  static void expect_identical(NearFieldResult const& a, NearFieldResult const& b, char const* what) {
+    EXPECT_EQ(a.pairs, b.pairs) << what;
+    ASSERT_EQ(a.phi.size(), b.phi.size());
+    EXPECT_EQ(std::memcmp(a.phi.data(), b.phi.data(), a.phi.size() * sizeof(double)), 0) << what;
+    EXPECT_EQ(std::memcmp(a.grad.data(), b.grad.data(), a.grad.size() * sizeof(double)), 0) << what;
+  }
+
+  /// Both shapes against the reference; the GPU shape repeated with other team sizes.
+  template <class Real, kfmm::SofteningKind kind>
+  void check_shapes(double tolerance) const {
+    for (double h : {0.0, 0.01}) {
+      SCOPED_TRACE("h = " + std::to_string(h));
+      auto const want = reference<kind>(h);
+      auto const tiled = run<Real, kind>(true, h);
+      auto const gathered = run<Real, kind>(false, h);
+      EXPECT_EQ(tiled.pairs, want.pairs);
+      EXPECT_EQ(gathered.pairs, want.pairs);
+      expect_close(tiled, want, tolerance, "GPU shape");
+      expect_close(gathered, want, tolerance, "CPU shape");
+      expect_close(tiled, gathered, 2 * tolerance, "GPU shape against CPU shape");
+      int const largest = kfmm::compat::concurrency(kfmm::ExecutionSpace());
+      for (int team : {1, 2, 3})
+        if (team <= largest) expect_identical(run<Real, kind>(true, h, team), tiled, "team size");
+      expect_identical(run<Real, kind>(true, h), tiled, "second run");
+    }
+  }
+};
+
+NearField::Setup* NearField::setup_ = nullptr;
+
+TEST_F(NearField, ListsExerciseSeveralSegmentsPerTargetAndLeavesLargerThanATile) {
+  auto const& s = *setup_;
+  auto const target = Kokkos::create_mirror_view_and_copy(HostSpace(), s.lists.target);
+  auto const pbegin = Kokkos::create_mirror_view_and_copy(HostSpace(), s.sorted.tree.particle_begin);
+  auto const pend = Kokkos::create_mirror_view_and_copy(HostSpace(), s.sorted.tree.particle_end);
+  std::vector<int> groups_of(s.sorted.tree.num_nodes, 0);
+  int largest_leaf = 0;
+  for (int g = 0; g < s.lists.num_groups; ++g) {
+    ++groups_of[target(g)];
+    largest_leaf = std::max(largest_leaf, pend(target(g)) - pbegin(target(g)));
+  }
+  EXPECT_GT(s.lists.num_segments(), 1);
+  EXPECT_GT(*std::max_element(groups_of.begin(), groups_of.end()), 1);
+  EXPECT_GT(largest_leaf, 2 * kfmm::p2p_tile);
+}
+
+TEST_F(NearField, FloatPlummerBothShapesMatchThePairSum) { check_shapes<float, kfmm::SofteningKind::Plummer>(2e-5); }
+TEST_F(NearField, FloatSplineBothShapesMatchThePairSum) { check_shapes<float, kfmm::SofteningKind::Spline>(2e-5); }
+TEST_F(NearField, DoublePlummerBothShapesMatchThePairSum) { check_shapes<double, kfmm::SofteningKind::Plummer>(1e-12); }
+TEST_F(NearField, DoubleSplineBothShapesMatchThePairSum) { check_shapes<double, kfmm::SofteningKind::Spline>(1e-12); }
+
+TEST_F(NearField, AddsToTheSumsItIsGivenAndKeepsItsScratch) {
+  int const n = setup_->sorted.n;
+  kfmm::ScalarView<double> phi("phi", n);
+  kfmm::Vec3View<double> grad("grad", n);
+  Kokkos::deep_copy(phi, 1.0);
+  Kokkos::deep_copy(grad, -2.0);
+  kfmm::NearFieldScratch<double> scratch;
+  kfmm::ExecutionSpace const space;
+  auto const& s = *setup_;
+  kfmm::near_field_tiled<double, kfmm::SofteningKind::Plummer>(space, s.sorted.tree, s.geometry, s.lists, pass(), 0.01,
+                                                              phi, grad, scratch);
+  auto const first_group = scratch.first_group;
+  kfmm::near_field_tiled<double, kfmm::SofteningKind::Plummer>(space, s.sorted.tree, s.geometry, s.lists, pass(), 0.01,
+                                                              phi, grad, scratch);
+  EXPECT_EQ(scratch.first_group.data(), first_group.data()) << "the second call reallocated its scratch";
+  auto const once = run<double, kfmm::SofteningKind::Plummer>(true, 0.01);
+  auto const p = Kokkos::create_mirror_view_and_copy(HostSpace(), phi);
+  auto const g = Kokkos::create_mirror_view_and_copy(HostSpace(), grad);
+  for (int i = 0; i < n; i += 97) {
+    EXPECT_NEAR(p(i), 1.0 + 2 * once.phi[i], 1e-12 * (1 + std::fabs(once.phi[i]))) << i;
+    EXPECT_NEAR(g(i, 1), -2.0 + 2 * once.grad[3 * i + 1], 1e-12 * (2 + std::fabs(once.grad[3 * i + 1]))) << i;
+  }
+}
+
+}  // namespace

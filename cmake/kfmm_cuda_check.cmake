@@ -1,0 +1,227 @@
+# CUDA compile check (issue 11): every .cpp of the library, the app and the unit tests must
+# compile with nvcc for a GPU (sm_90) against Kokkos 5.2.2's headers configured for CUDA + Serial,
+# with GPU-aware MPI on. No GPU and no CUDA build of Kokkos are needed: the few headers that a
+# Kokkos build generates (KokkosCore_config.h, the backend lists, desul's Config.hpp) are written
+# for CUDA from Debian's OpenMP ones at configure time.
+#
+# Two roles in one file, like kfmm_syntax_check.cmake:
+#  - included from CMake: kfmm_add_cuda_compile_check() finds nvcc (CUDA_HOME, CUDA_PATH, PATH,
+#    then CMake's CUDAToolkit module), writes the configuration headers and registers the ctest
+#    test `cuda_compile_check` (labels `unit;cuda`);
+#  - run by that test as `cmake -DCONFIG=<file> -P kfmm_cuda_check.cmake`: finds the files at test
+#    time, compiles them two at a time, lists failures with their diagnostics.
+# Errors fail the check, and so do the warnings that mean wrong device code: a host function
+# called from device code (cross-execution-space-call, made an error) and ptxas warnings (stack
+# size that cannot be determined, e.g. recursion), read from the output.
+# Without nvcc or the Kokkos 5 headers the test prints "skipped: <reason>" (ctest: SKIPPED).
+
+set(KFMM_CUDA_CHECK_MODULES core comm fmm integrate io apps unit_tests)
+set(KFMM_CUDA_CHECK_SKIPPED "cuda_compile_check skipped: ")
+set(KFMM_CUDA_CHECK_ARCH sm_90)
+
+if(NOT CMAKE_SCRIPT_MODE_FILE)
+  # nvcc: $CUDA_HOME/bin, $CUDA_PATH/bin, PATH, then the CUDAToolkit module's search.
+  function(kfmm_find_nvcc out)
+    find_program(KFMM_NVCC nvcc HINTS ENV CUDA_HOME ENV CUDA_PATH PATH_SUFFIXES bin
+                 DOC "nvcc for the CUDA compile check")
+    if(NOT KFMM_NVCC)
+      find_package(CUDAToolkit QUIET)
+      if(CUDAToolkit_NVCC_EXECUTABLE)
+        set(KFMM_NVCC ${CUDAToolkit_NVCC_EXECUTABLE} CACHE FILEPATH "nvcc for the CUDA compile check" FORCE)
+      endif()
+    endif()
+    set(${out} "${KFMM_NVCC}" PARENT_SCOPE)
+  endfunction()
+
+  # Writes the generated Kokkos headers of a CUDA + Serial build into `dir`; sets `error` to why
+  # it could not (empty on success).
+  function(kfmm_write_cuda_kokkos_config kokkos_include dir error)
+    set(${error} "" PARENT_SCOPE)
+    set(config ${kokkos_include}/KokkosCore_config.h)
+    if(NOT EXISTS ${config})
+      set(${error} "no KokkosCore_config.h in '${kokkos_include}'" PARENT_SCOPE)
+      return()
+    endif()
+    file(READ ${config} text)
+    # Each entry: what Debian's OpenMP build says, what a CUDA + Serial build for Hopper says.
+    set(edits
+      "/* #undef KOKKOS_ENABLE_SERIAL */" "#define KOKKOS_ENABLE_SERIAL"
+      "#define KOKKOS_ENABLE_OPENMP" "/* #undef KOKKOS_ENABLE_OPENMP */"
+      "/* #undef KOKKOS_ENABLE_CUDA */" "#define KOKKOS_ENABLE_CUDA"
+      "/* #undef KOKKOS_ENABLE_CUDA_CONSTEXPR */" "#define KOKKOS_ENABLE_CUDA_CONSTEXPR"
+      "/* #undef KOKKOS_ARCH_HOPPER */" "#define KOKKOS_ARCH_HOPPER"
+      "/* #undef KOKKOS_ARCH_HOPPER90 */" "#define KOKKOS_ARCH_HOPPER90")
+    list(LENGTH edits count)
+    math(EXPR last "${count} - 1")
+    foreach(i RANGE 0 ${last} 2)
+      math(EXPR j "${i} + 1")
+      list(GET edits ${i} from)
+      list(GET edits ${j} to)
+      string(FIND "${text}" "${from}" at)
+      if(at EQUAL -1)
+        set(${error} "'${from}' not found in ${config}: not the Kokkos 5.2 OpenMP configuration this check edits"
+            PARENT_SCOPE)
+        return()
+      endif()
+      string(REPLACE "${from}" "${to}" text "${text}")
+    endforeach()
+    file(WRITE ${dir}/KokkosCore_config.h "${text}")
+    # Serial before CUDA: the CUDA headers use the host space's execution space.
+    file(WRITE ${dir}/KokkosCore_Config_DeclareBackend.hpp
+      "#ifndef KOKKOS_DECLARE_HPP_\n#define KOKKOS_DECLARE_HPP_\n"
+      "#include <decl/Kokkos_Declare_SERIAL.hpp>\n#include <decl/Kokkos_Declare_CUDA.hpp>\n#endif\n")
+    file(WRITE ${dir}/KokkosCore_Config_FwdBackend.hpp
+      "#ifndef KOKKOS_FWD_HPP_\n#define KOKKOS_FWD_HPP_\n"
+      "#include <fwd/Kokkos_Fwd_SERIAL.hpp>\n#include <fwd/Kokkos_Fwd_CUDA.hpp>\n#endif\n")
+    file(WRITE ${dir}/KokkosCore_Config_SetupBackend.hpp
+      "#ifndef KOKKOS_SETUP_HPP_\n#define KOKKOS_SETUP_HPP_\n#include <setup/Kokkos_Setup_Cuda.hpp>\n#endif\n")
+    set(desul ${kokkos_include}/desul/atomics/Config.hpp)
+    if(NOT EXISTS ${desul})
+      set(${error} "no desul/atomics/Config.hpp in '${kokkos_include}'" PARENT_SCOPE)
+      return()
+    endif()
+    file(READ ${desul} text)
+    string(REPLACE "/* #undef DESUL_ATOMICS_ENABLE_CUDA */" "#define DESUL_ATOMICS_ENABLE_CUDA" text "${text}")
+    file(WRITE ${dir}/desul/atomics/Config.hpp "${text}")
+    # kfmm's own generated header as a GPU build with GPU-aware MPI would have it.
+    file(WRITE ${dir}/kfmm/build_config.hpp
+      "#pragma once\n#define KFMM_VERSION_STRING \"${PROJECT_VERSION}\"\n#define KFMM_ENABLE_GPU_AWARE_MPI 1\n"
+      "#define KFMM_ENABLE_KOKKOSKERNELS 0\n#define KFMM_PORTABLE_KERNELS 0\n")
+  endfunction()
+
+  function(kfmm_add_cuda_compile_check)
+    set(work ${CMAKE_CURRENT_BINARY_DIR}/cuda_compile_check)
+    set(config_dir ${work}/include)
+    file(MAKE_DIRECTORY ${config_dir}/desul/atomics ${config_dir}/kfmm)
+    set(skip_reason "")
+    kfmm_find_nvcc(nvcc)
+    if(NOT nvcc)
+      set(skip_reason "nvcc not found (looked in \$CUDA_HOME/bin, \$CUDA_PATH/bin, PATH and CMake's CUDAToolkit)")
+    elseif(KFMM_KOKKOS5_INCLUDE STREQUAL "" OR NOT EXISTS ${KFMM_KOKKOS5_INCLUDE}/KokkosCore_config.h)
+      set(skip_reason "no Kokkos 5 headers (KFMM_KOKKOS5_INCLUDE='${KFMM_KOKKOS5_INCLUDE}')")
+    else()
+      kfmm_write_cuda_kokkos_config(${KFMM_KOKKOS5_INCLUDE} ${config_dir} skip_reason)
+    endif()
+    # The build tree's module links, without its build_config.hpp (the generated one replaces it).
+    set(module_links ${work}/modules)
+    file(MAKE_DIRECTORY ${module_links}/kfmm)
+    foreach(module ${KFMM_MODULES})
+      file(CREATE_LINK ${PROJECT_SOURCE_DIR}/${module} ${module_links}/kfmm/${module} SYMBOLIC)
+    endforeach()
+    kfmm_collect_includes(dependency_includes fmt::fmt yaml-cpp CLI11::CLI11 MPI::MPI_CXX MPI::MPI_C GTest::gtest)
+    set(includes ${config_dir} ${KFMM_KOKKOS5_INCLUDE} ${module_links} ${PROJECT_SOURCE_DIR}/apps
+                 ${PROJECT_SOURCE_DIR}/unit_tests ${HDF5_INCLUDE_DIRS} ${dependency_includes})
+    list(FILTER includes EXCLUDE REGEX "\\$<")
+    list(FILTER includes EXCLUDE REGEX "^/usr/include/?$")  # a system directory: -I would reorder it
+    list(REMOVE_DUPLICATES includes)
+    set(script_config ${work}/config.cmake)
+    file(WRITE ${script_config}
+      "set(NVCC [[${nvcc}]])\n"
+      "set(HOST_COMPILER [[${CMAKE_CXX_COMPILER}]])\n"
+      "set(SKIP_REASON [[${skip_reason}]])\n"
+      "set(INCLUDES [[${includes}]])\n"
+      "set(SOURCE_DIR [[${PROJECT_SOURCE_DIR}]])\n"
+      "set(WORK_DIR [[${work}]])\n")
+    add_test(NAME cuda_compile_check
+             COMMAND ${CMAKE_COMMAND} -DCONFIG=${script_config} -P ${CMAKE_CURRENT_FUNCTION_LIST_FILE})
+    set_tests_properties(cuda_compile_check PROPERTIES
+      LABELS "unit;cuda" PROCESSORS 2 TIMEOUT 3600
+      SKIP_REGULAR_EXPRESSION "${KFMM_CUDA_CHECK_SKIPPED}")
+  endfunction()
+  return()
+endif()
+
+# ---- script mode: the check itself ----
+include(${CONFIG})
+if(NOT SKIP_REASON STREQUAL "")
+  message("${KFMM_CUDA_CHECK_SKIPPED}${SKIP_REASON}")
+  return()
+endif()
+
+set(flags -x cu -std=c++20 -arch=${KFMM_CUDA_CHECK_ARCH} --extended-lambda --expt-relaxed-constexpr
+          -ccbin ${HOST_COMPILER} --Werror cross-execution-space-call -DKFMM_CUDA_COMPILE_CHECK)
+foreach(dir ${INCLUDES})
+  list(APPEND flags -I${dir})
+endforeach()
+
+set(units)
+foreach(module ${KFMM_CUDA_CHECK_MODULES})
+  file(GLOB_RECURSE sources RELATIVE ${SOURCE_DIR} ${SOURCE_DIR}/${module}/*.cpp)
+  list(FILTER sources EXCLUDE REGEX "^unit_tests/install/")  # an outside project, not kfmm's code
+  list(APPEND units ${sources})
+endforeach()
+# A developer may check some files only: cmake -DCONFIG=... -DONLY=<regex> -P kfmm_cuda_check.cmake
+if(DEFINED ONLY)
+  list(FILTER units INCLUDE REGEX "${ONLY}")
+endif()
+list(LENGTH units count)
+execute_process(COMMAND ${NVCC} --version OUTPUT_VARIABLE version_text)
+string(REGEX MATCH "release [0-9.]+" nvcc_release "${version_text}")
+message("nvcc ${nvcc_release} -arch=${KFMM_CUDA_CHECK_ARCH}, Kokkos 5 CUDA + Serial: compiling ${count} files")
+
+# The diagnostics that fail a file besides its exit code.
+set(bad_warning_regex "ptxas warning|Stack size for entry function|cannot be statically determined|calling a __host__")
+
+string(TIMESTAMP start "%s")
+set(failed)
+math(EXPR last "${count} - 1")
+foreach(i RANGE 0 ${last} 2)
+  set(batch ${i})
+  math(EXPR j "${i} + 1")
+  if(j LESS count)
+    list(APPEND batch ${j})
+  endif()
+  # Two compilers at a time (execute_process runs its COMMANDs concurrently, as a pipeline);
+  # their diagnostics share one variable, so a file is compiled again alone to attribute them.
+  set(commands)
+  foreach(k ${batch})
+    list(GET units ${k} unit)
+    list(APPEND commands COMMAND ${NVCC} ${flags} -c ${SOURCE_DIR}/${unit} -o /dev/null)
+  endforeach()
+  execute_process(${commands} RESULTS_VARIABLE results OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  set(pair_diagnostics "${out}${err}")
+  set(k_index 0)
+  foreach(k ${batch})
+    list(GET units ${k} unit)
+    list(GET results ${k_index} result)
+    math(EXPR k_index "${k_index} + 1")
+    set(ok TRUE)
+    if(NOT result STREQUAL "0")
+      set(ok FALSE)
+    elseif(pair_diagnostics MATCHES "${bad_warning_regex}")
+      # Attribute the warning: compile alone.
+      execute_process(COMMAND ${NVCC} ${flags} -c ${SOURCE_DIR}/${unit} -o /dev/null
+                      OUTPUT_VARIABLE alone_out ERROR_VARIABLE alone_err)
+      if("${alone_out}${alone_err}" MATCHES "${bad_warning_regex}")
+        set(ok FALSE)
+      endif()
+    endif()
+    if(ok)
+      message("  ok    ${unit}")
+    else()
+      message("  FAIL  ${unit}")
+      list(APPEND failed ${unit})
+    endif()
+  endforeach()
+endforeach()
+string(TIMESTAMP stop "%s")
+math(EXPR seconds "${stop} - ${start}")
+
+if(failed)
+  foreach(unit ${failed})
+    execute_process(COMMAND ${NVCC} ${flags} -c ${SOURCE_DIR}/${unit} -o /dev/null
+                    OUTPUT_VARIABLE out ERROR_VARIABLE diagnostics)
+    string(LENGTH "${out}${diagnostics}" size)
+    if(size GREATER 20000)  # nvcc's template notes run to megabytes; the first errors suffice
+      string(SUBSTRING "${out}${diagnostics}" 0 20000 diagnostics)
+      set(diagnostics "${diagnostics}\n[... cut]")
+    else()
+      set(diagnostics "${out}${diagnostics}")
+    endif()
+    message("\n==== ${unit} under nvcc ====\n${diagnostics}")
+  endforeach()
+  list(LENGTH failed failed_count)
+  list(JOIN failed ", " failed_list)
+  message(FATAL_ERROR "${failed_count} of ${count} files do not compile for CUDA (${seconds} s): ${failed_list}")
+endif()
+message("all ${count} files compile for CUDA (${KFMM_CUDA_CHECK_ARCH}) in ${seconds} s")
