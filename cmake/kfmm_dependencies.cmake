@@ -1,4 +1,4 @@
-# Finds every dependency of kfmm (DESIGN.md §2). Kokkos: any backend, version 3.4 or newer
+# Finds every dependency of kfmm. Kokkos: any backend, version 3.4 or newer
 # (no version range: Kokkos 3.x configs only accept the same major version otherwise).
 include(GNUInstallDirs)
 include(CheckSymbolExists)

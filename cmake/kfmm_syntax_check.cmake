@@ -1,4 +1,4 @@
-# Kokkos 5.2.2 C++20 syntax check (DESIGN.md §2): every library header and source, and the app's,
+# Kokkos 5.2.2 C++20 syntax check: every library header and source, and the app's,
 # must compile with `g++ -std=c++20 -fsyntax-only` against Debian's Kokkos 5.2.2 headers, which
 # we cannot link here. Headers are checked on their own (a one-line TU), so each must be
 # self-contained.

@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// \brief Domain decomposition by weighted sample sort of Hilbert keys (DESIGN.md §6): rank r
+/// \brief Domain decomposition by weighted sample sort of Hilbert keys: rank r
 /// owns the keys in [splitters[r−1], splitters[r]), and redistribute() moves particles there.
 #include <kfmm/comm/context.hpp>
 #include <kfmm/comm/exchange_plan.hpp>

@@ -5,7 +5,7 @@
 /// Keys follow Skilling's transpose algorithm ("Programming the Hilbert curve", AIP Conf. Proc.
 /// 707, 2004): table-free, a few bit operations per level, callable on any device. The 3·l most
 /// significant bits of a key name the level-l octree cell that contains the point, so every
-/// octree cell is one contiguous key range (DESIGN.md §5.1).
+/// octree cell is one contiguous key range.
 #include <kfmm/core/error.hpp>
 #include <kfmm/core/kernel_shape.hpp>
 #include <kfmm/core/types.hpp>

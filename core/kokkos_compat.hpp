@@ -3,7 +3,7 @@
 /// \brief The one place that knows which Kokkos version we compile against (3.4 … 5.x).
 ///
 /// Every spelling that differs between Kokkos 3.4.1 and 5.2.2 goes through this header;
-/// no other file may test KOKKOS_VERSION (see ../shared/reference/kokkos_style_and_compat.md).
+/// no other file may test KOKKOS_VERSION; the version table is in docs/kokkos_compat.md.
 #include <Kokkos_Core.hpp>
 #include <Kokkos_Sort.hpp>
 

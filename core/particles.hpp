@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// \brief Padded structure-of-arrays particle storage (DESIGN.md §4).
+/// \brief Padded structure-of-arrays particle storage.
 #include <kfmm/core/error.hpp>
 #include <kfmm/core/space_copy.hpp>
 #include <kfmm/core/types.hpp>

@@ -2,7 +2,7 @@
 /// \file
 /// \brief Portable, stable, deterministic O(N) sort of 64-bit keys with their permutation
 /// (least-significant-digit radix sort on parallel_for + parallel_scan), and permutation of
-/// particle fields into key order (DESIGN.md §5.2).
+/// particle fields into key order.
 #include <kfmm/core/error.hpp>
 #include <kfmm/core/kernel_shape.hpp>
 #include <kfmm/core/particles.hpp>

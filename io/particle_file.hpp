@@ -1,7 +1,7 @@
 #pragma once
 /// \file
 /// \brief GADGET-4 (format 3) HDF5 particle files: snapshots and initial conditions,
-/// written and read collectively with parallel HDF5 (DESIGN.md §8).
+/// written and read collectively with parallel HDF5.
 #include <kfmm/comm/context.hpp>
 #include <kfmm/core/particles.hpp>
 #include <kfmm/core/types.hpp>
