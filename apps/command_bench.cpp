@@ -5,6 +5,7 @@
 #include "fmm_options.hpp"
 
 #include <kfmm/comm/initial_conditions.hpp>
+#include <kfmm/core/kernel_shape.hpp>
 #include <kfmm/core/memory_usage.hpp>
 #include <kfmm/fmm/accuracy.hpp>
 #include <kfmm/fmm/solver.hpp>
@@ -155,7 +156,8 @@ void bench(Environment const& environment, BenchOptions const& options, FMMConfi
         mem.device_peak_max, mem.device_per_particle_max, memory.tool_chained(), rank_json, views_json);
     fmt::print(
         "{{\"source\": \"{}\", \"n\": {}, \"ranks\": {}, \"threads_per_rank\": {}, \"order\": {}, \"theta\": {}, "
-        "\"leaf_size\": {}, \"precision\": \"{}\", \"kernel\": \"{}\", \"softening\": {}, \"seconds\": {:.6g}, "
+        "\"leaf_size\": {}, \"precision\": \"{}\", \"kernel\": \"{}\", \"softening\": {}, \"kernel_shape\": \"{}\", "
+        "\"seconds\": {:.6g}, "
         "\"particles_per_second\": {:.6g}, \"phases\": {{{}}}, \"p2p_pairs\": {}, \"m2l\": {}, \"nodes\": {}, "
         "\"leaves\": {}, \"particles_min\": {}, \"particles_max\": {}, \"bytes_sent_max\": {}, "
         "\"bytes_received_max\": {}, \"imported_nodes_max\": {}, \"imported_particles_max\": {}, "
@@ -163,15 +165,16 @@ void bench(Environment const& environment, BenchOptions const& options, FMMConfi
         "\"max\": {:.4g}, \"potential_l2\": {:.4g}, {}}}\n",
         source, particles.num_total, context.size(), environment.threads(), config.order, config.theta,
         config.leaf_size, to_string(config.precision), to_string(config.softening), config.softening_length,
-        slowest_total, rate, phase_json, last.p2p_pairs, last.m2l, last.nodes, last.leaves, last.particles_min,
+        use_gpu_shape<ExecutionSpace>() ? "gpu" : "cpu", slowest_total, rate, phase_json, last.p2p_pairs, last.m2l, last.nodes, last.leaves, last.particles_min,
         last.particles_max, last.bytes_sent_max, last.bytes_received_max, imported_max[0], imported_max[1],
         last.cost_imbalance, accuracy.samples, accuracy.force_l2,
         accuracy.median, accuracy.p99, accuracy.max, accuracy.potential_l2, memory_json);
     return;
   }
-  fmt::print("kfmm bench: {} particles ({}), {} rank(s) × {} thread(s); p = {}, θ = {}, leaf ≤ {}, {} {}, ε = {}\n",
+  fmt::print("kfmm bench: {} particles ({}), {} rank(s) × {} thread(s); p = {}, θ = {}, leaf ≤ {}, {} {}, ε = {}{}\n",
              particles.num_total, source, context.size(), environment.threads(), config.order, config.theta,
-             config.leaf_size, to_string(config.precision), to_string(config.softening), config.softening_length);
+             config.leaf_size, to_string(config.precision), to_string(config.softening), config.softening_length,
+             use_gpu_shape<ExecutionSpace>() ? "; GPU-shaped kernels" : "");
   fmt::print("  time per evaluation {:.4f} s (mean of {}, slowest rank) = {:.3g} particles/s\n", slowest_total,
              runs.size(), rate);
   for (auto const& [name, seconds] : phases)

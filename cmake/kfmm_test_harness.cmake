@@ -1,7 +1,8 @@
-# kfmm_add_test_suite(NAME SOURCES ... [RANKS 1 2 3 4] [THREADS 1 2] [LABELS ...] [FILTER gtest-filter])
-# Builds one GoogleTest executable (with the shared MPI + Kokkos main) and registers it with
-# ctest at every rank count (oversubscribed, 1 thread per rank) and, on one rank, at every
-# OpenMP thread count. Labels: `unit` on one rank, `mpi` on several, plus the given ones.
+# kfmm_add_test_executable(NAME SOURCES ...) builds one GoogleTest executable (with the shared
+# MPI + Kokkos main); kfmm_register_test(NAME EXECUTABLE [RANKS 1 2 3 4] [THREADS 1 2]
+# [LABELS ...] [FILTER gtest-filter] [ARGS ...] [ENV VAR=value ...]) registers it with ctest at
+# every rank count (oversubscribed, 1 thread per rank) and, on one rank, at every OpenMP thread
+# count. Labels: `unit` on one rank, `mpi` on several, plus the given ones.
 set(KFMM_TEST_ENVIRONMENT
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1
@@ -14,11 +15,11 @@ function(kfmm_add_test_executable name)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/unit_tests)
   # The library's code generation, so that header kernels (e.g. the AVX-512 lane transpose)
   # are tested in the form the library runs them.
-  target_compile_options(${name} PRIVATE -fno-math-errno $<$<AND:$<BOOL:${KFMM_ENABLE_NATIVE}>,$<NOT:$<BOOL:${KFMM_PORTABLE_KERNELS}>>>:-march=native>)
+  target_compile_options(${name} PRIVATE -fno-math-errno $<$<BOOL:${KFMM_ENABLE_NATIVE}>:-march=native>)
 endfunction()
 
 function(kfmm_register_test name executable)
-  cmake_parse_arguments(T "" "FILTER" "RANKS;THREADS;LABELS;ARGS" ${ARGN})
+  cmake_parse_arguments(T "" "FILTER" "RANKS;THREADS;LABELS;ARGS;ENV" ${ARGN})
   if(NOT T_RANKS)
     set(T_RANKS 1)
   endif()
@@ -42,8 +43,9 @@ function(kfmm_register_test name executable)
       add_test(NAME ${test_name}
                COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe ${MPIEXEC_NUMPROC_FLAG} ${np}
                        $<TARGET_FILE:${executable}> ${filter_args} ${T_ARGS})
+      set(environment ${KFMM_TEST_ENVIRONMENT} OMP_NUM_THREADS=${nt} ${T_ENV})
       set_tests_properties(${test_name} PROPERTIES
-        ENVIRONMENT "${KFMM_TEST_ENVIRONMENT};OMP_NUM_THREADS=${nt}"
+        ENVIRONMENT "${environment}"
         LABELS "${kind};${T_LABELS}" PROCESSORS ${np})
     endforeach()
   endforeach()

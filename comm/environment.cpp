@@ -1,5 +1,6 @@
 #include <kfmm/comm/environment.hpp>
 #include <kfmm/core/error.hpp>
+#include <kfmm/core/kernel_shape.hpp>
 #include <kfmm/core/types.hpp>
 
 #include <sched.h>
@@ -43,6 +44,9 @@ int available_cores() {
 
 Environment::Environment(int& argc, char**& argv) {
   if (Kokkos::is_initialized()) fail("kfmm::Environment: Kokkos is already initialised; create exactly one Environment per process, before any Kokkos use");
+  // Before MPI: every rank sees the same environment, so a bad value fails all of them alike.
+  if (char const* value = std::getenv("KFMM_KERNEL_SHAPE"))
+    request_kernel_shape(parse_kernel_shape(value, "KFMM_KERNEL_SHAPE"));
   int initialized = 0;
   MPI_Initialized(&initialized);
   int provided = MPI_THREAD_SINGLE;
@@ -110,6 +114,7 @@ std::string Environment::summary() const {
   std::string text = fmt::format("backend {}, {} thread(s) per rank, {} rank(s), {} rank(s) on this node",
                                  compat::backend_name<ExecutionSpace>(), threads_, world_->size(), world_->local_size());
   if (device_ >= 0) text += fmt::format(", rank {} on device {}", world_->rank(), device_);
+  if (use_gpu_shape<ExecutionSpace>()) text += ", GPU-shaped kernels";
   return text;
 }
 

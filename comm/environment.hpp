@@ -13,7 +13,8 @@ namespace kfmm {
 /// them in reverse order. On GPU backends each rank picks the device `local_rank % devices`.
 ///
 /// Refuses setups that cannot work (throws kfmm::Error): an MPI without the thread support the
-/// backend needs, a second Environment. Warns about setups that will be slow: several ranks
+/// backend needs, a second Environment, a KFMM_KERNEL_SHAPE other than `cpu` or `gpu` (which
+/// requests that kernel shape on CPU backends, core/kernel_shape.hpp). Warns about setups that will be slow: several ranks
 /// sharing one GPU, OpenMP threads of the ranks on a node oversubscribing its cores.
 class Environment {
  public:

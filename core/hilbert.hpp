@@ -227,17 +227,19 @@ void compute_keys_in_lanes(ExecutionSpace const& space, BoundingCube const& cube
       });
 }
 
-/// Lanes per thread of compute_keys() on ExecSpace: 16 in the CPU shape, 1 in the GPU shape.
+/// Lanes per thread of compute_keys() on ExecSpace now: 16 in the CPU shape, 1 in the GPU shape.
 template <class ExecSpace>
-constexpr int hilbert_key_lanes() {
-  return gpu_shaped_kernels<ExecSpace>() ? 1 : 16;
+int hilbert_key_lanes() {
+  return use_gpu_shape<ExecSpace>() ? 1 : 16;
 }
 
 /// \brief Writes the Hilbert keys of the first `n` positions into `keys` (extent ≥ n).
 template <class ExecutionSpace, class Memory>
 void compute_keys(ExecutionSpace const& space, BoundingCube const& cube, Vec3View<double, Memory> const& pos,
                   std::size_t n, Kokkos::View<std::uint64_t*, Memory> const& keys) {
-  compute_keys_in_lanes<hilbert_key_lanes<ExecutionSpace>()>(space, cube, pos, n, keys);
+  if constexpr (!gpu_shaped_kernels<ExecutionSpace>())
+    if (!use_gpu_shape<ExecutionSpace>()) return compute_keys_in_lanes<16>(space, cube, pos, n, keys);
+  compute_keys_in_lanes<1>(space, cube, pos, n, keys);
 }
 
 }  // namespace kfmm

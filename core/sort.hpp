@@ -287,7 +287,7 @@ void apply_permutation_through(ExecutionSpace const& space, PermutationView cons
 /// the unique stable order, whatever the number of blocks, threads or the kernel shape. Passes
 /// whose digit is the same in every key (found from the OR and AND of all keys) are skipped.
 ///
-/// Two kernel shapes, chosen by gpu_shaped_kernels<ExecutionSpace>(): sort_blocks (CPUs: one
+/// Two kernel shapes, chosen by use_gpu_shape<ExecutionSpace>(): sort_blocks (CPUs: one
 /// thread per block with a private 256-entry counter array) and sort_teams (GPUs: a team per
 /// block, counters in team scratch). Both are public so that tests run both on any backend.
 template <class Memory = MemorySpace, class Index = std::uint32_t>
@@ -305,10 +305,9 @@ class KeySorter {
   /// or `Index` cannot count to `n`.
   template <class ExecutionSpace>
   void sort(ExecutionSpace const& space, KeyView const& keys, IndexView const& permutation, std::size_t n) {
-    if constexpr (gpu_shaped_kernels<ExecutionSpace>())
-      sort_teams(space, keys, permutation, n);
-    else
-      sort_blocks(space, keys, permutation, n);
+    if constexpr (!gpu_shaped_kernels<ExecutionSpace>())
+      if (!use_gpu_shape<ExecutionSpace>()) return sort_blocks(space, keys, permutation, n);
+    sort_teams(space, keys, permutation, n);
   }
 
   /// sort() with the CPU-shaped kernels: a few long blocks, one thread each.

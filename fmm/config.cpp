@@ -10,6 +10,7 @@ void FMMConfig::validate() const {
   if (order < min_expansion_order || order > max_expansion_order)
     fail("order = {} is outside {}…{}; choose an expansion order in that range (--order; 4 or 5 is typical)", order,
          min_expansion_order, max_expansion_order);
+  require_expansion_order_built(order);
   if (!(theta > 0.0) || !(theta < 1.5))
     fail("theta = {} is outside (0, 1.5); the opening angle must be positive and below 1.5 (--theta; 0.5…0.8 is typical)",
          theta);

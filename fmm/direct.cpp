@@ -235,7 +235,7 @@ void direct_sum(Context const& context, Particles<MemorySpace> const& sources, V
   ExecutionSpace const space;
   PartialSums<MemorySpace> partial(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kfmm::fmm::direct_partial"),
                                    std::size_t(total));
-  sum_local(space, sources, device_pos, device_ids, kind, eps, G, partial, gpu_shaped_kernels<ExecutionSpace>(), 0);
+  sum_local(space, sources, device_pos, device_ids, kind, eps, G, partial, use_gpu_shape<ExecutionSpace>(), 0);
   compat::fence(space, "kfmm::fmm::direct_sum");
   auto const host_partial = Kokkos::create_mirror_view_and_copy(HostSpace(), partial);
   PartialSums<HostSpace> mine(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fmm::direct_mine"), n_targets);

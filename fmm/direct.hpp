@@ -35,7 +35,7 @@ namespace detail {
 
 /// \brief The pair sums of direct_sum on this rank alone, without MPI: potential and
 /// acceleration of the targets `[0, target_ids.extent(0))` due to the sources `[0, sources.num)`,
-/// in a given kernel shape (direct_sum takes gpu_shaped_kernels<ExecutionSpace>()), so that
+/// in a given kernel shape (direct_sum takes use_gpu_shape<ExecutionSpace>()), so that
 /// tests run both shapes on any backend. CPU shape: a thread per target. GPU shape: a team per
 /// block of 128 targets, the sources in tiles in team scratch; `team_size` 0 is the backend's
 /// default. Both sum every target's sources in source order. Throws kfmm::Error on bad arguments.

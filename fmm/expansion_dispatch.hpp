@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// \brief Runtime choice of the compile-time expansion order P.
+#include <kfmm/build_config.hpp>
 #include <kfmm/core/error.hpp>
 
 #include <utility>
@@ -10,6 +11,23 @@ namespace kfmm {
 /// Expansion orders that kfmm instantiates.
 inline constexpr int min_expansion_order = 1;
 inline constexpr int max_expansion_order = 8;
+
+/// Whether this build compiled the expansion passes of order p (CMake KFMM_EXPANSION_ORDERS;
+/// the header-only expansion kernels exist at every order 1 … 8).
+constexpr bool expansion_order_built(int p) {
+  return p >= min_expansion_order && p <= max_expansion_order && ((KFMM_EXPANSION_ORDER_MASK >> p) & 1) != 0;
+}
+
+/// The compiled orders as text ("1 2 3 4 5 6 7 8"), for messages.
+inline constexpr char const* built_expansion_orders = KFMM_EXPANSION_ORDERS_TEXT;
+
+/// Throws kfmm::Error naming p, the compiled orders and the fix unless expansion_order_built(p).
+inline void require_expansion_order_built(int p) {
+  if (!expansion_order_built(p))
+    fail("expansion order p = {} is not compiled into this kfmm (built with KFMM_EXPANSION_ORDERS = {}); choose one "
+         "of those orders, or reconfigure kfmm with -DKFMM_EXPANSION_ORDERS including {}",
+         p, built_expansion_orders, p);
+}
 
 /// \brief Calls F<p>::run(args...) for the runtime order p (1 … 8) and returns its result.
 /// Throws kfmm::Error for any other p.

@@ -12,7 +12,12 @@ namespace {
 template <int P>
 struct MakePass {
   static std::unique_ptr<ExpansionPass> run(Precision precision, SofteningKind kind, double softening_length) {
-    return detail::make_pass_of_order<P>(precision, kind, softening_length);
+    if constexpr (expansion_order_built(P)) {
+      return detail::make_pass_of_order<P>(precision, kind, softening_length);
+    } else {
+      require_expansion_order_built(P);  // throws
+      return nullptr;
+    }
   }
 };
 }  // namespace

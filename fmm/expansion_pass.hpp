@@ -55,12 +55,6 @@ class ExpansionPass {
 
   /// Particle pairs of the last add_near_field().
   virtual std::uint64_t p2p_pairs() const = 0;
-
-  /// Runs P2M, M2M, M2L, L2L and L2P in their GPU shape (team kernels, expansion_teams.hpp)
-  /// even where the CPU shape is the default, so that tests compare the two in any build. Where
-  /// gpu_shaped_kernels<ExecutionSpace>() holds the GPU shape is the only one and `on` is ignored.
-  virtual void use_gpu_shaped_kernels(bool on) = 0;
-  virtual bool uses_gpu_shaped_kernels() const = 0;
 };
 
 /// The pass for (order, precision, softening kind, softening length ε ≥ 0).

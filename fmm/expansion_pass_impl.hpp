@@ -184,9 +184,6 @@ class ExpansionPassImpl final : public ExpansionPass {
 
   std::uint64_t p2p_pairs() const override { return pairs_; }
 
-  void use_gpu_shaped_kernels(bool on) override { gpu_shape_ = on || gpu_shaped_kernels<ExecutionSpace>(); }
-  bool uses_gpu_shaped_kernels() const override { return gpu_shape_; }
-
   // The CPU shape of the kernels (one thread per node, SIMD lanes). Public only because nvcc
   // forbids extended lambdas in private member functions; compiled only where the CPU shape is
   // in use (never for GPU backends).
@@ -310,8 +307,9 @@ class ExpansionPassImpl final : public ExpansionPass {
   }
 
  private:
-  /// The CPU-shaped branches are not even instantiated where gpu_shaped_kernels() holds.
-  bool use_teams() const { return gpu_shaped_kernels<ExecutionSpace>() || gpu_shape_; }
+  /// The shape of each call follows the process-wide request (core/kernel_shape.hpp); the
+  /// CPU-shaped branches are not even instantiated where gpu_shaped_kernels() holds.
+  bool use_teams() const { return use_gpu_shape<ExecutionSpace>(); }
 
   UpwardFunctor<Real, P> upward_functor(Tree<> const& tree, NodeGeometry const& geometry,
                                         PassParticles const& particles) const {
@@ -321,7 +319,6 @@ class ExpansionPassImpl final : public ExpansionPass {
   }
 
   Real h_;
-  bool gpu_shape_ = gpu_shaped_kernels<ExecutionSpace>();
   Coefficients multipole_{"kfmm::fmm::multipoles", 0};
   Coefficients local_{"kfmm::fmm::locals", 0};
   NearFieldScratch<Real> near_;

@@ -2,7 +2,7 @@
 /// \file
 /// \brief The GPU shape of the expansion kernels (P2M, M2M, M2L, L2L, L2P): Kokkos teams, one
 /// thread per coefficient or particle, operands in level-0 team scratch, no SIMD lanes. The
-/// passes take it where gpu_shaped_kernels<ExecutionSpace>() (core/kernel_shape.hpp) says so;
+/// passes take it where use_gpu_shape<ExecutionSpace>() (core/kernel_shape.hpp) says so;
 /// the unit tests also call these entry points directly on the CPU, so every build runs them.
 ///
 /// Every output coefficient (or particle) is owned by exactly one thread, which sums its terms

@@ -5,11 +5,11 @@
 /// element copies it was two thirds of M2L's time on AVX-512 CPUs (1344 scalar stores per
 /// batch at p = 6; gathers were no faster), so float × 16 lanes has an in-register 16 × 16
 /// transpose there. The result is the same bits either way: it only moves values.
-#include <kfmm/core/kernel_shape.hpp>
+#include <kfmm/core/kokkos_compat.hpp>
 
 #include <type_traits>
 
-#if KFMM_ALLOW_CPU_INTRINSICS && defined(__AVX512F__) && !defined(__CUDA_ARCH__) && \
+#if defined(__AVX512F__) && !defined(__CUDA_ARCH__) && \
     !defined(__HIP_DEVICE_COMPILE__) && !defined(__SYCL_DEVICE_ONLY__)
 #define KFMM_LANE_TRANSPOSE_AVX512 1
 #include <immintrin.h>

@@ -172,7 +172,7 @@ NodeGeometryFunctor make_functor(Tree<> const& tree, Vec3View<double> const& pos
 void compute_node_geometry(ExecutionSpace const& space, Tree<> const& tree, Vec3View<double> const& pos,
                            ScalarView<double> const& mass, ExpansionCentre centre_kind, BoundingCube const& cube,
                            NodeGeometry& geometry) {
-  compute_node_geometry(space, tree, pos, mass, centre_kind, cube, geometry, gpu_shaped_kernels<ExecutionSpace>());
+  compute_node_geometry(space, tree, pos, mass, centre_kind, cube, geometry, use_gpu_shape<ExecutionSpace>());
 }
 
 void compute_node_geometry(ExecutionSpace const& space, Tree<> const& tree, Vec3View<double> const& pos,

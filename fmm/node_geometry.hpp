@@ -35,7 +35,7 @@ void compute_node_geometry(ExecutionSpace const& space, Tree<> const& tree, Vec3
                            NodeGeometry& geometry);
 
 /// \brief compute_node_geometry in a given kernel shape (the one above takes
-/// gpu_shaped_kernels<ExecutionSpace>()), so that tests run both on any backend. CPU shape: a
+/// use_gpu_shape<ExecutionSpace>()), so that tests run both on any backend. CPU shape: a
 /// thread per node. GPU shape: a team per node of a level, the particles of a leaf in 32 fixed
 /// partial sums (the same result for any team size); `team_size` 0 is the backend's default.
 void compute_node_geometry(ExecutionSpace const& space, Tree<> const& tree, Vec3View<double> const& pos,

@@ -13,7 +13,7 @@
 #include <kfmm/fmm/expansion_pass.hpp>
 #include <kfmm/fmm/softening.hpp>
 
-#if KFMM_ALLOW_CPU_INTRINSICS && defined(__AVX512F__) && !defined(__CUDA_ARCH__) && \
+#if defined(__AVX512F__) && !defined(__CUDA_ARCH__) && \
     !defined(__HIP_DEVICE_COMPILE__) && !defined(__SYCL_DEVICE_ONLY__)
 #define KFMM_P2P_AVX512 1
 #include <immintrin.h>
@@ -487,16 +487,16 @@ std::uint64_t near_field_tiled(ExecutionSpace const& space, Tree<> const& tree, 
 
 /// \brief Adds the near field to `phi` and `grad` for every target particle and returns the
 /// number of particle pairs. Leaves (local or imported) hold their particles at
-/// `[particle_begin, particle_end)` of the pass particles. Takes the shape of
-/// gpu_shaped_kernels<ExecutionSpace>(): near_field_tiled or near_field_gathered.
+/// `[particle_begin, particle_end)` of the pass particles. Takes the shape that
+/// use_gpu_shape<ExecutionSpace>() names: near_field_tiled or near_field_gathered.
 template <class Real, SofteningKind kind>
 std::uint64_t near_field(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
                          PairLists const& lists, PassParticles const& particles, Real h, ScalarView<double> const& phi,
                          Vec3View<double> const& grad, NearFieldScratch<Real>& scratch) {
-  if constexpr (gpu_shaped_kernels<ExecutionSpace>())
-    return near_field_tiled<Real, kind>(space, tree, geometry, lists, particles, h, phi, grad, scratch);
-  else
-    return near_field_gathered<Real, kind>(space, tree, geometry, lists, particles, h, phi, grad, scratch);
+  if constexpr (!gpu_shaped_kernels<ExecutionSpace>())
+    if (!use_gpu_shape<ExecutionSpace>())
+      return near_field_gathered<Real, kind>(space, tree, geometry, lists, particles, h, phi, grad, scratch);
+  return near_field_tiled<Real, kind>(space, tree, geometry, lists, particles, h, phi, grad, scratch);
 }
 
 }  // namespace kfmm

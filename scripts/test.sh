@@ -1,28 +1,26 @@
 #!/usr/bin/env bash
 # Sets up everything (scripts/setup.sh) and runs the whole default test suite:
-#   1. Release build in build/, `ctest -LE 'slow|cuda'` (unit + MPI tests at 1–4 ranks, the
-#      Kokkos 5.2.2 C++20 syntax check, the find_package test of the installed package);
+#   1. Release build in build/, `ctest -LE 'slow|cuda'`: unit + MPI tests at 1–4 ranks, the
+#      same suites with the GPU-shaped kernels on OpenMP (label gpu_shape, KFMM_KERNEL_SHAPE=gpu),
+#      the Kokkos 5.2.2 C++20 syntax check, the find_package test of the installed package;
 #   2. the CUDA compile check (`ctest -L cuda`): every library, app and unit-test source compiled
 #      by nvcc for sm_90 against Kokkos 5.2.2's headers (SKIPPED where nvcc is absent);
-#   3. portable-kernel build in build-portable/ (KFMM_PORTABLE_KERNELS=ON: the GPU-shaped
-#      kernels on OpenMP, no -march=native), the whole unit + MPI suite on it;
-#   4. ASan + UBSan build in build-sanitizers/, its unit tests (`ctest -L unit -LE 'slow|kokkos5|cuda'`;
+#   3. ASan + UBSan build in build-sanitizers/ (expansion orders 1, 7, 8), its one-rank tests
+#      at 2 threads in both kernel shapes (`ctest -L unit -LE 'slow|kokkos5|cuda' -E '[.]np1[.]t1$'`;
 #      the compile checks compile nothing that sanitizers could see).
 # Builds are incremental: a second run only rebuilds what changed.
 # Slow accuracy sweeps stay out (ctest label `slow`): run them with `ctest --test-dir build -L slow`.
 # Environment:
-#   KFMM_BUILD_DIR, KFMM_PORTABLE_BUILD_DIR, KFMM_SANITIZER_BUILD_DIR  build directories
-#                      (default build/, build-portable/, build-sanitizers/)
+#   KFMM_BUILD_DIR, KFMM_SANITIZER_BUILD_DIR  build directories (default build/, build-sanitizers/)
 #   KFMM_JOBS          parallel compile jobs (default: nproc)
 #   KFMM_TEST_TIMEOUT  seconds per ctest test (default 900)
-#   KFMM_SKIP_CUDA_CHECK=1, KFMM_SKIP_PORTABLE=1, KFMM_SKIP_SANITIZERS=1  leave that stage out
+#   KFMM_SKIP_CUDA_CHECK=1, KFMM_SKIP_SANITIZERS=1  leave that stage out
 # Exits non-zero if any stage failed.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${KFMM_BUILD_DIR:-$ROOT/build}
 SANITIZER_BUILD=${KFMM_SANITIZER_BUILD_DIR:-$ROOT/build-sanitizers}
-PORTABLE_BUILD=${KFMM_PORTABLE_BUILD_DIR:-$ROOT/build-portable}
 JOBS=${KFMM_JOBS:-$(nproc)}
 TIMEOUT=${KFMM_TEST_TIMEOUT:-900}
 
@@ -92,7 +90,7 @@ run_ctest() {
   return $status
 }
 
-mkdir -p "$BUILD" "$PORTABLE_BUILD" "$SANITIZER_BUILD"
+mkdir -p "$BUILD" "$SANITIZER_BUILD"
 stage "setup (scripts/setup.sh)" run_setup || finish
 
 stage "configure release" configure "$BUILD" -DCMAKE_BUILD_TYPE=Release || finish
@@ -103,25 +101,20 @@ if [ "${KFMM_SKIP_CUDA_CHECK:-0}" != 1 ]; then
   stage "CUDA compile check (ctest -L cuda)" run_ctest "$BUILD" -L cuda
 fi
 
-if [ "${KFMM_SKIP_PORTABLE:-0}" != 1 ]; then
-  # The GPU-shaped kernels on OpenMP: what a GPU runs, tested at 1–4 ranks and 1–2 threads.
-  if stage "configure portable kernels" configure "$PORTABLE_BUILD" -DKFMM_PORTABLE_KERNELS=ON \
-      -DCMAKE_BUILD_TYPE=Release -DKFMM_ENABLE_BENCHMARKS=OFF \
-    && stage "build portable kernels" build "$PORTABLE_BUILD"; then
-    stage "tests portable kernels (ctest -LE slow)" run_ctest "$PORTABLE_BUILD" -LE 'slow|kokkos5|cuda'
-  fi
-fi
-
 if [ "${KFMM_SKIP_SANITIZERS:-0}" != 1 ]; then
   # -O1 with line tables: readable sanitizer reports, asserts on, a fraction of -O2's compile time.
+  # Expansion orders 1 (the smallest), 7 (the default) and 8 (the largest) only: each order is a
+  # large translation unit of the same templates, and the tests take what is built.
   if stage "configure sanitizers" configure "$SANITIZER_BUILD" -DKFMM_ENABLE_SANITIZERS=ON \
       -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
-      -DKFMM_ENABLE_BENCHMARKS=OFF \
+      -DKFMM_ENABLE_BENCHMARKS=OFF -DKFMM_EXPANSION_ORDERS="1;7;8" \
     && stage "build sanitizers" build "$SANITIZER_BUILD"; then
     # The tests set ASAN_OPTIONS=detect_leaks=0 themselves (MPI and Kokkos keep allocations
-    # to exit); every other report aborts the test.
+    # to exit); every other report aborts the test. One-rank tests at 2 threads, in both kernel
+    # shapes (the 1-thread runs repeat the same code).
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-      stage "tests sanitizers (ctest -L unit)" run_ctest "$SANITIZER_BUILD" -L unit -LE 'slow|kokkos5|cuda'
+      stage "tests sanitizers (ctest -L unit)" run_ctest "$SANITIZER_BUILD" -L unit -LE 'slow|kokkos5|cuda' \
+        -E '[.]np1[.]t1$'
   fi
 fi
 finish

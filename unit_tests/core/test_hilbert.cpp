@@ -198,8 +198,12 @@ TEST(Hilbert, LaneAndPerParticleShapesGiveTheSameKeys) {
       }
     }
   }
-  // The kernel shape follows the build: GPU shape (one lane) only in portable builds on CPUs.
-  EXPECT_EQ(kfmm::hilbert_key_lanes<kfmm::ExecutionSpace>(), kfmm::gpu_shaped_kernels<kfmm::ExecutionSpace>() ? 1 : 16);
+  // The lane count follows the requested kernel shape; GPU backends always take one lane.
+  for (auto shape : {kfmm::KernelShape::Cpu, kfmm::KernelShape::Gpu}) {
+    kfmm::ScopedKernelShape const scope(shape);
+    bool const gpu = shape == kfmm::KernelShape::Gpu || kfmm::gpu_shaped_kernels<kfmm::ExecutionSpace>();
+    EXPECT_EQ(kfmm::hilbert_key_lanes<kfmm::ExecutionSpace>(), gpu ? 1 : 16) << kfmm::to_string(shape);
+  }
 }
 
 }  // namespace

@@ -372,15 +372,18 @@ TEST_P(DirectShapes, GpuShapeEqualsCpuShapeForEveryTeamSize) {
               0)
         << "team size " << team;
   }
-  // direct_sum on this rank alone is the shape this build selects.
+  // direct_sum on this rank alone takes the requested shape (GPU backends: always the GPU one).
   Context const self(MPI_COMM_SELF);
-  kfmm::ScalarView<double> phi("phi", picked.num);
-  kfmm::Vec3View<double> acc("acc", picked.num);
-  auto const ids = Kokkos::subview(targets.id, Kokkos::make_pair(std::size_t(0), picked.num));
-  kfmm::direct_sum(self, sources, targets.pos, ids, GetParam(), 0.02, 1.5, phi, acc);
-  auto const p = Kokkos::create_mirror_view_and_copy(HostSpace(), phi);
-  auto const& selected = kfmm::gpu_shaped_kernels<kfmm::ExecutionSpace>() ? gpu : cpu;
-  for (std::size_t i = 0; i < picked.num; ++i) EXPECT_EQ(p(i), selected.potential[i]) << i;
+  for (auto shape : {kfmm::KernelShape::Cpu, kfmm::KernelShape::Gpu}) {
+    kfmm::ScopedKernelShape const scope(shape);
+    kfmm::ScalarView<double> phi("phi", picked.num);
+    kfmm::Vec3View<double> acc("acc", picked.num);
+    auto const ids = Kokkos::subview(targets.id, Kokkos::make_pair(std::size_t(0), picked.num));
+    kfmm::direct_sum(self, sources, targets.pos, ids, GetParam(), 0.02, 1.5, phi, acc);
+    auto const p = Kokkos::create_mirror_view_and_copy(HostSpace(), phi);
+    auto const& selected = kfmm::use_gpu_shape<kfmm::ExecutionSpace>() ? gpu : cpu;
+    for (std::size_t i = 0; i < picked.num; ++i) EXPECT_EQ(p(i), selected.potential[i]) << kfmm::to_string(shape) << " " << i;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(DirectSum, DirectShapes, testing::Values(SofteningKind::Plummer, SofteningKind::Spline),
