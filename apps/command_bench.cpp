@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <map>
+#include <string>
 #include <vector>
 
 namespace kfmm::app {
@@ -213,9 +214,11 @@ void add_bench_command(CLI::App& app, Environment& environment) {
   auto options = std::make_shared<BenchOptions>();
   auto fmm = std::make_shared<FmmOptions>();
   auto* command = app.add_subcommand("bench", "Time the force solver and measure its accuracy");
-  command->add_option("--ic", options->ic, "distribution: clumps, plummer, uniform or hernquist")
+  std::vector<std::string> kinds{"gaussian_clumps"};
+  for (ICKind kind : all_ic_kinds()) kinds.push_back(to_string(kind));
+  command->add_option("--ic", options->ic, "generated distribution: a kind of `kfmm ic` at its default parameters")
       ->capture_default_str()
-      ->check(CLI::IsMember({"clumps", "gaussian_clumps", "plummer", "uniform", "hernquist"}));
+      ->check(CLI::IsMember(kinds));
   command->add_option("--input", options->input, "read particles from this file instead");
   command->add_option("--n", options->n, "number of particles")->capture_default_str()->check(CLI::PositiveNumber);
   command->add_option("--seed", options->seed, "random seed")->capture_default_str();

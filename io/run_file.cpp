@@ -33,12 +33,18 @@ struct Key {
 
 // clang-format off
 Key const keys[] = {
-  {"ic.kind", "string", "clumps", "initial conditions: generated model, or `file` to read ic.file", "clumps|plummer|hernquist|uniform|file"},
+  {"ic.kind", "string", "clumps", "initial conditions: generated model (see the README), or `file` to read ic.file", "clumps|plummer|hernquist|uniform|nfw|satellites|mass_spectrum|disk|filament|file"},
   {"ic.file", "string", "", "GADGET-4 HDF5 snapshot to start from (required when ic.kind is file)"},
   {"ic.n", "int", "200000", "number of particles (generated models)", "", 2, 1e12},
   {"ic.seed", "int", "42", "random seed of the generated model (same particles on any rank count)", "", 0, 9.2e18},
   {"ic.clumps", "int", "20", "number of Gaussian clumps (clumps only)", "", 1, 1e9},
-  {"ic.truncation_radius", "float", "100", "Plummer/Hernquist: radii beyond this are redrawn", "", 1e-300, 1e300},
+  {"ic.truncation_radius", "float", "100", "plummer, hernquist, nfw (≥ 1), satellites (halo, ≥ 20), mass_spectrum: radii beyond this are redrawn, in scale radii; disk: min(this, 10) disk scale lengths", "", 1e-300, 1e6},
+  {"ic.satellites", "int", "5", "satellites: number of dense Plummer satellites, 3 % of the mass each", "", 0, 6},
+  {"ic.satellite_scale", "float", "0.02", "satellites: Plummer scale radius of a satellite, in halo scale radii", "", 1e-300, 1},
+  {"ic.mass_decades", "float", "6", "mass_spectrum: masses are log-uniform over this many decades", "", 0, 12},
+  {"ic.disk_scale_height", "float", "1e-3", "disk: scale height z_d of the sech²(z/z_d) profile, in disk scale lengths", "", 1e-300, 1},
+  {"ic.filament_width", "float", "1e-3", "filament: standard deviation of each transverse coordinate", "", 1e-300, 1},
+  {"ic.offset", "float", "1e3", "filament: distance of its midpoint from the origin", "", 0, 1e6},
   {"force.method", "string", "fmm", "fmm, or direct (O(N²), for small N and checks)", "fmm|direct"},
   {"force.order", "int", "7", "expansion order p (the solver's defaults p 7, θ 0.75, leaf 160: force error E ≤ 3e-4)", "", 1, 8},
   {"force.theta", "float", "0.75", "opening angle θ: accept (r_A + r_B) < θ·|c_A − c_B|", "", 1e-3, 1.5},
@@ -60,7 +66,7 @@ Key const keys[] = {
   {"time.output_every", "int", "0", "fixed: an output every this many steps up to time.end (0: use time.outputs)", "", 0, 1e12},
   {"time.eta", "float", "0.025", "adaptive: accuracy factor η", "", 1e-300, 1e300},
   {"time.dt_max", "float", ".inf", "adaptive: largest time step", "", 1e-300, std::numeric_limits<double>::infinity()},
-  {"units.system", "string", "model", "model: the units the initial conditions come in (astro for clumps; plain for plummer, hernquist, uniform; those recorded in ic.file); plain: G = 1; astro: kpc, km/s, Msun as scaled below (jz-fmm's UnitConfig)", "model|plain|astro"},
+  {"units.system", "string", "model", "model: the units the initial conditions come in (astro for clumps; plain for the other models; those recorded in ic.file); plain: G = 1; astro: kpc, km/s, Msun as scaled below (jz-fmm's UnitConfig)", "model|plain|astro"},
   {"units.length_in_kpc", "float", "1", "astro: length unit in kpc", "", 1e-300, 1e300},
   {"units.velocity_in_kmps", "float", "1", "astro: velocity unit in km/s", "", 1e-300, 1e300},
   {"units.mass_in_msol", "float", "1e10", "astro: mass unit in solar masses (GADGET's 1e10 Msun: the clumps' total mass 1 is 1e10 Msun)", "", 1e-300, 1e300},
@@ -267,6 +273,21 @@ RunSettings settings_from(YAML::Node const& root, std::string const& source) {
   settings.ic.seed = static_cast<std::uint64_t>(values.integer("ic.seed"));
   settings.ic.clumps = static_cast<int>(values.integer("ic.clumps"));
   settings.ic.truncation_radius = values.number("ic.truncation_radius");
+  settings.ic.satellites = static_cast<int>(values.integer("ic.satellites"));
+  settings.ic.satellite_scale = values.number("ic.satellite_scale");
+  settings.ic.mass_decades = values.number("ic.mass_decades");
+  settings.ic.disk_scale_height = values.number("ic.disk_scale_height");
+  settings.ic.filament_width = values.number("ic.filament_width");
+  settings.ic.offset = values.number("ic.offset");
+  // Combinations the key ranges cannot express (nfw needs truncation_radius ≥ 1, ...) fail
+  // here rather than when the run starts.
+  if (ic_kind != "file") {
+    try {
+      settings.ic.validate();
+    } catch (Error const& e) {
+      fail("run file '{}': ic: {}", source, e.what());
+    }
+  }
 
   auto& simulation = settings.simulation;
   settings.force_method = values.string("force.method") == "direct" ? ForceMethod::Direct : ForceMethod::FMM;

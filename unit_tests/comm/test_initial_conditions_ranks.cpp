@@ -58,8 +58,7 @@ TEST_P(InitialConditionsOnRanks, GatheredSlicesEqualTheOneRankSetBitForBit) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(InitialConditions, InitialConditionsOnRanks,
-                         testing::Values(ICKind::GaussianClumps, ICKind::Plummer, ICKind::Hernquist, ICKind::Uniform),
+INSTANTIATE_TEST_SUITE_P(InitialConditions, InitialConditionsOnRanks, testing::ValuesIn(kfmm::all_ic_kinds()),
                          [](testing::TestParamInfo<ICKind> const& info) { return kfmm::to_string(info.param); });
 
 TEST(InitialConditionsOnRanks, InvalidOptionsThrowOnEveryRank) {

@@ -157,8 +157,8 @@ TEST(CounterRandom, DeviceDrawsEqualHostDraws) {
 // ---- names and options ------------------------------------------------------------------------
 
 TEST(InitialConditions, KindNamesRoundTrip) {
-  for (auto kind : {ICKind::GaussianClumps, ICKind::Plummer, ICKind::Hernquist, ICKind::Uniform})
-    EXPECT_EQ(kfmm::parse_ic_kind(kfmm::to_string(kind)), kind);
+  ASSERT_EQ(kfmm::all_ic_kinds().size(), 9u);
+  for (auto kind : kfmm::all_ic_kinds()) EXPECT_EQ(kfmm::parse_ic_kind(kfmm::to_string(kind)), kind);
   EXPECT_EQ(kfmm::parse_ic_kind("gaussian_clumps"), ICKind::GaussianClumps);
 }
 
@@ -168,7 +168,8 @@ TEST(InitialConditions, BadKindNameListsTheValidKinds) {
     FAIL() << "no error for an unknown kind";
   } catch (kfmm::Error const& e) {
     std::string const message = e.what();
-    for (char const* word : {"'plumer'", "clumps", "plummer", "hernquist", "uniform"})
+    for (char const* word : {"'plumer'", "clumps", "plummer", "hernquist", "uniform", "nfw", "satellites",
+                             "mass_spectrum", "disk", "filament"})
       EXPECT_NE(message.find(word), std::string::npos) << message;
   }
 }
@@ -196,14 +197,17 @@ TEST(InitialConditions, InvalidOptionsAreNamed) {
 
 class EveryKind : public testing::TestWithParam<ICKind> {};
 
-TEST_P(EveryKind, EqualMassesSumToOneAndIdsCountFromOne) {
+TEST_P(EveryKind, MassesSumToOneAndIdsCountFromOne) {
   std::uint64_t const n = 1000;
   auto const p = generate(GetParam(), n);
   ASSERT_EQ(p.num, n);
   EXPECT_EQ(p.num_total, n);
+  // Masses are equal except for the satellites (per component) and the mass spectrum.
+  bool const equal = GetParam() != ICKind::Satellites && GetParam() != ICKind::MassSpectrum;
   double total = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    EXPECT_EQ(p.mass(i), p.mass(0));
+    if (equal) EXPECT_EQ(p.mass(i), 1.0 / double(n));
+    EXPECT_GT(p.mass(i), 0.0);
     EXPECT_EQ(p.id(i), i + 1);
     total += p.mass(i);
   }
@@ -213,12 +217,14 @@ TEST_P(EveryKind, EqualMassesSumToOneAndIdsCountFromOne) {
 TEST_P(EveryKind, SameSeedIsIdenticalAndOtherSeedDiffers) {
   auto const a = generate(GetParam(), 500, 5), b = generate(GetParam(), 500, 5), c = generate(GetParam(), 500, 6);
   std::size_t differing = 0;
-  for (std::size_t i = 0; i < 500; ++i)
+  for (std::size_t i = 0; i < 500; ++i) {
+    EXPECT_TRUE(bitwise_equal(a.mass(i), b.mass(i)));
     for (int k = 0; k < 3; ++k) {
       EXPECT_TRUE(bitwise_equal(a.pos(i, k), b.pos(i, k)));
       EXPECT_TRUE(bitwise_equal(a.vel(i, k), b.vel(i, k)));
       differing += a.pos(i, k) != c.pos(i, k);
     }
+  }
   EXPECT_EQ(differing, 1500u);
 }
 
@@ -246,8 +252,7 @@ TEST_P(EveryKind, SlicesOfAnyRankCountConcatenateToTheOneRankSet) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(InitialConditions, EveryKind,
-                         testing::Values(ICKind::GaussianClumps, ICKind::Plummer, ICKind::Hernquist, ICKind::Uniform),
+INSTANTIATE_TEST_SUITE_P(InitialConditions, EveryKind, testing::ValuesIn(kfmm::all_ic_kinds()),
                          [](testing::TestParamInfo<ICKind> const& info) { return kfmm::to_string(info.param); });
 
 // ---- the models -------------------------------------------------------------------------------

@@ -95,6 +95,44 @@ output: {layout: per-rank, precision: double}
   EXPECT_EQ(settings.snapshot_options.layout, kfmm::FileLayout::FilePerRank);
 }
 
+TEST(RunFile, ReadsTheOptionsOfEveryGeneratedModel) {
+  auto const settings = kfmm::parse_run_text(R"(
+ic: {kind: satellites, truncation_radius: 200, satellites: 3, satellite_scale: 0.05, mass_decades: 4,
+     disk_scale_height: 0.01, filament_width: 0.002, offset: 500}
+)",
+                                             "run.yaml");
+  EXPECT_EQ(settings.ic.kind, kfmm::ICKind::Satellites);
+  EXPECT_EQ(settings.ic.truncation_radius, 200.0);
+  EXPECT_EQ(settings.ic.satellites, 3);
+  EXPECT_EQ(settings.ic.satellite_scale, 0.05);
+  EXPECT_EQ(settings.ic.mass_decades, 4.0);
+  EXPECT_EQ(settings.ic.disk_scale_height, 0.01);
+  EXPECT_EQ(settings.ic.filament_width, 0.002);
+  EXPECT_EQ(settings.ic.offset, 500.0);
+  EXPECT_EQ(settings.simulation.units.name, "plain");
+  for (auto kind : kfmm::all_ic_kinds())
+    EXPECT_EQ(kfmm::parse_run_text("ic: {kind: " + kfmm::to_string(kind) + "}\n", "run.yaml").ic.kind, kind);
+  // Defaults are ICOptions's.
+  auto const defaults = kfmm::parse_run_text("", "built-in default").ic;
+  kfmm::ICOptions const options;
+  EXPECT_EQ(defaults.satellites, options.satellites);
+  EXPECT_EQ(defaults.satellite_scale, options.satellite_scale);
+  EXPECT_EQ(defaults.mass_decades, options.mass_decades);
+  EXPECT_EQ(defaults.disk_scale_height, options.disk_scale_height);
+  EXPECT_EQ(defaults.filament_width, options.filament_width);
+  EXPECT_EQ(defaults.offset, options.offset);
+}
+
+TEST(RunFile, InvalidModelOptionsFailWhenTheFileIsRead) {
+  expect_contains(error_of("ic: {kind: nfw, truncation_radius: 0.5}\n"),
+                  {"bad.yaml", "truncation_radius = 0.5", "nfw"});
+  expect_contains(error_of("ic:\n  satellites: 7\n"), {"'ic.satellites' = 7", "out of range", "line 2"});
+  expect_contains(error_of("ic: {kind: satellites, truncation_radius: 10}\n"), {"truncation_radius = 10", "20"});
+  expect_contains(error_of("ic: {kind: disk, disk_scale_height: 0}\n"), {"'ic.disk_scale_height' = 0", "out of range"});
+  // Options of other kinds are not checked against the model.
+  EXPECT_NO_THROW(kfmm::parse_run_text("ic: {kind: plummer, truncation_radius: 0.5}\n", "run.yaml"));
+}
+
 TEST(RunFile, UnknownKeyNamesKeyFileAndLine) {
   expect_contains(error_of("ic:\n  n: 100\n  nn: 5\n"), {"unknown key 'ic.nn'", "bad.yaml", "line 3"});
   expect_contains(error_of("icc: {n: 100}\n"), {"unknown key 'icc'", "line 1"});
