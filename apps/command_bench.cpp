@@ -156,24 +156,27 @@ void bench(Environment const& environment, BenchOptions const& options, FMMConfi
         device_space, host_space, mem.peak_max, mem.peak_sum, mem.per_particle, mem.per_particle_max,
         mem.device_peak_max, mem.device_per_particle_max, memory.tool_chained(), rank_json, views_json);
     fmt::print(
-        "{{\"source\": \"{}\", \"n\": {}, \"ranks\": {}, \"threads_per_rank\": {}, \"order\": {}, \"theta\": {}, "
+        "{{\"source\": \"{}\", \"n\": {}, \"ranks\": {}, \"threads_per_rank\": {}, \"order\": {}, \"theta\": {}, \"mac\": \"{}\", \"tolerance\": {}, "
         "\"leaf_size\": {}, \"precision\": \"{}\", \"kernel\": \"{}\", \"softening\": {}, \"kernel_shape\": \"{}\", "
         "\"seconds\": {:.6g}, "
         "\"particles_per_second\": {:.6g}, \"phases\": {{{}}}, \"p2p_pairs\": {}, \"m2l\": {}, \"nodes\": {}, "
         "\"leaves\": {}, \"particles_min\": {}, \"particles_max\": {}, \"bytes_sent_max\": {}, "
         "\"bytes_received_max\": {}, \"imported_nodes_max\": {}, \"imported_particles_max\": {}, "
-        "\"cost_imbalance\": {:.4g}, \"samples\": {}, \"force_l2\": {:.4g}, \"median\": {:.4g}, \"p99\": {:.4g}, "
+        "\"cost_imbalance\": {:.4g}, \"samples\": {}, \"force_l2\": {:.4g}, \"median\": {:.4g}, \"p99\": {:.4g}, \"p999\": {:.4g}, "
         "\"max\": {:.4g}, \"potential_l2\": {:.4g}, {}}}\n",
         source, particles.num_total, context.size(), environment.threads(), config.order, config.theta,
-        config.leaf_size, to_string(config.precision), to_string(config.softening), config.softening_length,
+        to_string(config.opening), config.tolerance, config.leaf_size, to_string(config.precision), to_string(config.softening), config.softening_length,
         use_gpu_shape<ExecutionSpace>() ? "gpu" : "cpu", slowest_total, rate, phase_json, last.p2p_pairs, last.m2l, last.nodes, last.leaves, last.particles_min,
         last.particles_max, last.bytes_sent_max, last.bytes_received_max, imported_max[0], imported_max[1],
         last.cost_imbalance, accuracy.samples, accuracy.force_l2,
-        accuracy.median, accuracy.p99, accuracy.max, accuracy.potential_l2, memory_json);
+        accuracy.median, accuracy.p99, accuracy.p999, accuracy.max, accuracy.potential_l2, memory_json);
     return;
   }
-  fmt::print("kfmm bench: {} particles ({}), {} rank(s) × {} thread(s); p = {}, θ = {}, leaf ≤ {}, {} {}, ε = {}{}\n",
-             particles.num_total, source, context.size(), environment.threads(), config.order, config.theta,
+  std::string const mac = config.opening == OpeningCriterion::Relative
+                             ? fmt::format(" + relative α = {} (estimate θ = {})", config.tolerance, config.estimate_theta)
+                             : std::string();
+  fmt::print("kfmm bench: {} particles ({}), {} rank(s) × {} thread(s); p = {}, θ = {}{}, leaf ≤ {}, {} {}, ε = {}{}\n",
+             particles.num_total, source, context.size(), environment.threads(), config.order, config.theta, mac,
              config.leaf_size, to_string(config.precision), to_string(config.softening), config.softening_length,
              use_gpu_shape<ExecutionSpace>() ? "; GPU-shaped kernels" : "");
   fmt::print("  time per evaluation {:.4f} s (mean of {}, slowest rank) = {:.3g} particles/s\n", slowest_total,
@@ -203,9 +206,7 @@ void bench(Environment const& environment, BenchOptions const& options, FMMConfi
   if (memory.tool_chained())
     fmt::print("    (a Kokkos Tools library is loaded: its allocation callbacks are still called)\n");
   if (accuracy.samples == 0) return;
-  fmt::print("  accuracy vs direct summation ({} targets): force E = {:.3g}, median {:.3g}, 99% {:.3g}, max {:.3g}; "
-             "potential {:.3g}\n",
-             accuracy.samples, accuracy.force_l2, accuracy.median, accuracy.p99, accuracy.max, accuracy.potential_l2);
+  fmt::print("  {}\n", describe(accuracy));
 }
 
 }  // namespace

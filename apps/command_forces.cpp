@@ -1,8 +1,10 @@
-// `kfmm forces IN -o OUT`: reads particles (any rank count), computes FMM potential and
-// acceleration and writes the same particles with PartType1/Potential and Acceleration.
+// `kfmm forces IN -o OUT [--check N]`: reads particles (any rank count), computes FMM potential
+// and acceleration and writes the same particles with PartType1/Potential and Acceleration;
+// with --check, also their error against direct summation on N targets.
 #include "commands.hpp"
 #include "fmm_options.hpp"
 
+#include <kfmm/fmm/accuracy.hpp>
 #include <kfmm/fmm/solver.hpp>
 #include <kfmm/io/particle_file.hpp>
 
@@ -16,6 +18,7 @@ struct ForcesOptions {
   std::string input, output;
   std::string file_precision = "float";
   int compression = 0;
+  std::uint64_t check = 0;  ///< targets to compare with direct summation (0: none)
 };
 
 void compute_forces(Context const& context, ForcesOptions const& options, FMMConfig const& config) {
@@ -33,6 +36,8 @@ void compute_forces(Context const& context, ForcesOptions const& options, FMMCon
                     Kokkos::subview(solver.acceleration(), Kokkos::make_pair(std::size_t(0), out.num), Kokkos::ALL));
   header.parameters.emplace_back("FMMOrder", std::int64_t{config.order});
   header.parameters.emplace_back("FMMOpeningAngle", config.theta);
+  header.parameters.emplace_back("FMMOpeningCriterion", to_string(config.opening));
+  header.parameters.emplace_back("FMMOpeningTolerance", config.tolerance);
   header.parameters.emplace_back("FMMLeafSize", std::int64_t{config.leaf_size});
   header.parameters.emplace_back("Softening", config.softening_length);
   header.parameters.emplace_back("SofteningKernel", to_string(config.softening));
@@ -47,6 +52,12 @@ void compute_forces(Context const& context, ForcesOptions const& options, FMMCon
     fmt::print("kfmm forces: {} particles on {} rank(s) in {:.3f} s ({:.3g} particles/s); {} P2P pairs, {} M2L; wrote {}\n",
                out.num_total, context.size(), stats.total_seconds, out.num_total / stats.total_seconds, stats.p2p_pairs,
                stats.m2l, options.output);
+  if (options.check > 0) {
+    // The solver's particles are in its own order, its fields aligned with them.
+    auto const report = measure_accuracy(context, particles, solver.potential(), solver.acceleration(), config,
+                                         options.check);
+    if (context.is_root()) fmt::print("  {}\n", describe(report));
+  }
 }
 
 }  // namespace
@@ -64,6 +75,10 @@ void add_forces_command(CLI::App& app, Environment& environment) {
   command->add_option("--compression", options->compression, "0: none; 1..9: shuffle + deflate level")
       ->capture_default_str()
       ->check(CLI::Range(0, 9));
+  command->add_option("--check", options->check,
+                      "compare the forces of this many targets (chosen by id hash; all when ≥ N) with double-precision "
+                      "direct summation and print E, median, 99%, 99.9% and max of the per-particle relative error")
+      ->capture_default_str();
   add_fmm_options(command, fmm);
   command->callback([options, fmm, &environment] {
     FMMConfig config;

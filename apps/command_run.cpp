@@ -41,6 +41,8 @@ SnapshotHeader snapshot_header(RunSettings const& settings, Context const& conte
       {"ForceMethod", std::string(settings.force_method == ForceMethod::FMM ? "fmm" : "direct")},
       {"ExpansionOrder", std::int64_t(simulation.fmm.order)},
       {"OpeningAngle", simulation.fmm.theta},
+      {"OpeningCriterion", to_string(simulation.fmm.opening)},
+      {"OpeningTolerance", simulation.fmm.tolerance},
       {"Softening", to_string(simulation.fmm.softening)},
       {"SofteningLength", simulation.fmm.softening_length},
       {"RunFile", settings.source},

@@ -15,6 +15,7 @@ struct FmmOptions {
   std::string kernel = to_string(FMMConfig{}.softening);
   std::string precision = to_string(FMMConfig{}.precision);
   std::string centre = to_string(FMMConfig{}.centre);
+  std::string opening = to_string(FMMConfig{}.opening);
 
   /// The validated configuration.
   FMMConfig resolve() const {
@@ -22,6 +23,7 @@ struct FmmOptions {
     c.softening = parse_softening_kind(kernel);
     c.precision = parse_precision(precision);
     c.centre = parse_expansion_centre(centre);
+    c.opening = parse_opening_criterion(opening);
     c.validate();
     return c;
   }
@@ -31,6 +33,15 @@ inline void add_fmm_options(CLI::App* command, std::shared_ptr<FmmOptions> const
   auto& c = options->config;
   command->add_option("--order", c.order, "expansion order p (1…8)")->capture_default_str();
   command->add_option("--theta", c.theta, "opening angle θ, 0 < θ < 1.5")->capture_default_str();
+  command->add_option("--mac", options->opening,
+                      "opening criterion: angle, or relative (the angle test and an M2L error bound of --tolerance "
+                      "times each target's force)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"angle", "relative"}));
+  command->add_option("--tolerance", c.tolerance, "α of --mac relative")->capture_default_str();
+  command->add_option("--estimate-theta", c.estimate_theta,
+                      "θ of the first evaluation that estimates |a| for --mac relative")
+      ->capture_default_str();
   command->add_option("--leaf-size", c.leaf_size, "maximum particles per leaf")->capture_default_str();
   command->add_option("--softening", c.softening_length, "softening length ε (≥ 0)")->capture_default_str();
   command->add_option("--kernel", options->kernel, "softening kernel: plummer or spline")

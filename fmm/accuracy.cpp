@@ -1,5 +1,6 @@
 #include <kfmm/fmm/accuracy.hpp>
 #include <kfmm/fmm/direct.hpp>
+#include <kfmm/core/format.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -83,8 +84,16 @@ AccuracyReport measure_accuracy(Context const& context, Particles<MemorySpace> c
   report.potential_l2 = global[3] > 0 ? std::sqrt(global[2] / global[3]) : std::sqrt(global[2]);
   report.median = quantile(0.5);
   report.p99 = quantile(0.99);
+  report.p999 = quantile(0.999);
   report.max = all.back();
   return report;
+}
+
+std::string describe(AccuracyReport const& report) {
+  return fmt::format("accuracy vs direct summation ({} targets): force E = {:.3g}, median {:.3g}, 99% {:.3g}, "
+                     "99.9% {:.3g}, max {:.3g}; potential {:.3g}",
+                     report.samples, report.force_l2, report.median, report.p99, report.p999, report.max,
+                     report.potential_l2);
 }
 
 }  // namespace kfmm

@@ -6,6 +6,7 @@
 #include <kfmm/fmm/config.hpp>
 
 #include <cstdint>
+#include <string>
 
 namespace kfmm {
 
@@ -15,6 +16,7 @@ struct AccuracyReport {
   double force_l2 = 0;      ///< E = sqrt(Σ|a − a_direct|² / Σ|a_direct|²)
   double median = 0;        ///< per-particle |a − a_direct| / |a_direct|
   double p99 = 0;
+  double p999 = 0;          ///< 99.9th percentile
   double max = 0;
   double potential_l2 = 0;  ///< sqrt(Σ(φ − φ_direct)² / Σφ_direct²)
 };
@@ -26,5 +28,9 @@ struct AccuracyReport {
 AccuracyReport measure_accuracy(Context const& context, Particles<MemorySpace> const& particles,
                                 ScalarView<double> const& potential, Vec3View<double> const& acceleration,
                                 FMMConfig const& config, std::uint64_t samples);
+
+/// One line: "accuracy vs direct summation (N targets): force E = …, median …, 99% …, 99.9% …,
+/// max …; potential …".
+std::string describe(AccuracyReport const& report);
 
 }  // namespace kfmm

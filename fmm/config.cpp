@@ -17,6 +17,16 @@ void FMMConfig::validate() const {
   if (leaf_size < 1) fail("leaf_size = {} is invalid; leaves need at least 1 particle (--leaf-size; 16…64 is typical)", leaf_size);
   if (!(softening_length >= 0.0) || !std::isfinite(softening_length))
     fail("softening length = {} is invalid; it must be finite and ≥ 0 (--softening)", softening_length);
+  if (opening == OpeningCriterion::Relative) {
+    if (!(tolerance > 0.0 && tolerance <= 1.0))
+      fail("tolerance = {} is outside (0, 1]; the relative opening criterion bounds each interaction's force error by "
+           "tolerance × the target's force (--tolerance; 1e-3 is typical)",
+           tolerance);
+    if (!(estimate_theta >= theta && estimate_theta < 1.5))
+      fail("estimate_theta = {} is outside [theta = {}, 1.5); the first evaluation of the relative criterion only "
+           "estimates |a| and must be at least as coarse as theta (--estimate-theta; 1.0 is typical)",
+           estimate_theta, theta);
+  }
   if (!std::isfinite(G)) fail("G = {} is not finite; set the gravitational constant to a finite value (-G)", G);
 }
 
@@ -29,6 +39,18 @@ Precision parse_precision(std::string const& name) {
 }
 
 std::string to_string(ExpansionCentre centre) { return centre == ExpansionCentre::CentreOfMass ? "mass" : "geometric"; }
+
+std::string to_string(OpeningCriterion criterion) {
+  return criterion == OpeningCriterion::Angle ? "angle" : "relative";
+}
+
+OpeningCriterion parse_opening_criterion(std::string const& name) {
+  if (name == "angle") return OpeningCriterion::Angle;
+  if (name == "relative") return OpeningCriterion::Relative;
+  fail("opening criterion '{}' is unknown; use 'angle' ((r_A + r_B) < θ·d) or 'relative' (the angle test and an M2L "
+       "error bound relative to each target's force)",
+       name);
+}
 
 ExpansionCentre parse_expansion_centre(std::string const& name) {
   if (name == "mass") return ExpansionCentre::CentreOfMass;

@@ -11,10 +11,25 @@ namespace kfmm {
 /// Where expansions of a node are centred.
 enum class ExpansionCentre { CentreOfMass, Geometric };
 
+/// How the dual-tree walk decides that a node pair (target A, source B) is far enough apart
+/// for M2L; closer pairs are opened (or summed directly when both are leaves).
+enum class OpeningCriterion {
+  /// Geometric: (r_A + r_B) < θ·d, with d = |c_A − c_B|.
+  Angle,
+  /// The angle test and an estimate of the M2L force error relative to the targets' own
+  /// forces: G·M_B·ρ^(p+1)/d² ≤ α·min_{i∈A} |a_i| with ρ = (r_A + r_B)/d (GADGET-4's relative
+  /// criterion, in the form of an order-p truncation bound). |a_i| comes from a first, cheaper
+  /// evaluation with the angle criterion in the same call, so each call stands alone.
+  Relative
+};
+
 /// \brief FMM settings. Defaults are chosen by measurement (README, "Choosing the defaults").
 struct FMMConfig {
   int order = 7;                     ///< expansion order p, 1…8
   double theta = 0.75;               ///< opening angle: accept (r_A + r_B) < θ |c_A − c_B|, 0 < θ < 1.5
+  OpeningCriterion opening = OpeningCriterion::Angle;
+  double tolerance = 1e-3;           ///< α of OpeningCriterion::Relative, 0 < α ≤ 1
+  double estimate_theta = 1.0;       ///< θ of the first (estimating) evaluation of Relative, θ ≤ it < 1.5
   int leaf_size = 160;               ///< leaves are the largest cells with ≤ leaf_size particles
   SofteningKind softening = SofteningKind::Plummer;
   double softening_length = 1e-3;    ///< ε ≥ 0 (Plummer ε; spline: Plummer-equivalent ε, h = 2.8 ε)
@@ -29,6 +44,8 @@ struct FMMConfig {
 std::string to_string(Precision precision);
 Precision parse_precision(std::string const& name);  ///< "float" | "double"
 std::string to_string(ExpansionCentre centre);
+std::string to_string(OpeningCriterion criterion);
+OpeningCriterion parse_opening_criterion(std::string const& name);  ///< "angle" | "relative"
 ExpansionCentre parse_expansion_centre(std::string const& name);  ///< "mass" | "geometric"
 
 }  // namespace kfmm

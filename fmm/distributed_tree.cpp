@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <numeric>
 
 namespace kfmm {
@@ -530,6 +531,28 @@ bool DistributedTree::import_children(ExecutionSpace const& space, Context const
   Kokkos::deep_copy(space, tree.child_end, cend_new);
   Kokkos::deep_copy(space, geometry.flags, flags);
   return true;
+}
+
+void DistributedTree::combine_shared_minimum(ExecutionSpace const& space, Context const& context,
+                                             ScalarView<double> const& allowed) const {
+  if (context.size() == 1) return;
+  auto const shared = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), forced_);
+  int const count = static_cast<int>(shared.extent(0));
+  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), allowed);
+  std::vector<int> node(count, -1);
+  std::vector<double> smallest(count, std::numeric_limits<double>::infinity());
+  for (int i = 0; i < count; ++i) {
+    auto const found = local_index_.find(shared(i));
+    if (found == local_index_.end()) continue;
+    node[i] = found->second;
+    smallest[i] = host(node[i]);
+  }
+  // The shared codes are sorted and the same on every rank: one MIN over them.
+  MPI_Allreduce(MPI_IN_PLACE, smallest.data(), count, MPI_DOUBLE, MPI_MIN, context.comm());
+  for (int i = 0; i < count; ++i)
+    if (node[i] >= 0) host(node[i]) = smallest[i];
+  Kokkos::deep_copy(space, allowed, host);
+  space.fence();
 }
 
 PassParticles DistributedTree::import_leaf_particles(ExecutionSpace const& space, Context const& context,

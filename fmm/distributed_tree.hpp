@@ -45,6 +45,11 @@ class DistributedTree {
   /// rank still has pairs to open. Collective.
   bool import_children(ExecutionSpace const& space, Context const& context, ScalarView<int> const& sources,
                        int count, Tree<>& tree, NodeGeometry& geometry, ExpansionPass& pass);
+  /// Makes the relative criterion's allowance (fmm/relative_opening.hpp) of the shared cells
+  /// global: each rank holds the minimum over its own particles (+∞ without any); afterwards
+  /// every rank holds the minimum over all, the value of the one-rank tree. Collective.
+  void combine_shared_minimum(ExecutionSpace const& space, Context const& context,
+                              ScalarView<double> const& allowed) const;
   /// Imports the particles of the remote leaves in the P2P lists; returns the source particles
   /// (local ones first). Collective.
   PassParticles import_leaf_particles(ExecutionSpace const& space, Context const& context, PairLists const& p2p,

@@ -35,8 +35,12 @@ struct WalkView {
   ScalarView<int> cbegin, cend, cindex, flags;
   Vec3View<double> centre;
   ScalarView<double> radius;
+  ScalarView<double> mass;
+  ScalarView<double> allowed;  // relative criterion: per target node (empty: angle only)
   double theta;
   double kernel_reach;  // pairs closer than this (the spline's support h) are never expanded
+  int order;
+  bool relative;
 
   KOKKOS_INLINE_FUNCTION int num_children(int node) const {
     return (flags(node) & node_leaf) ? 1 : cend(node) - cbegin(node);
@@ -47,10 +51,21 @@ struct WalkView {
   // What classify() needs of the target side, loaded once for all its candidate sources.
   struct Target {
     int node, flags;
-    double x, y, z, radius;
+    double x, y, z, radius, allowed;
   };
   KOKKOS_INLINE_FUNCTION Target target(int a) const {
-    return {a, flags(a), centre(a, 0), centre(a, 1), centre(a, 2), radius(a)};
+    int const f = flags(a);
+    return {a, f, centre(a, 0), centre(a, 1), centre(a, 2), radius(a),
+            relative && !(f & node_remote) ? allowed(a) : 0.0};
+  }
+  // The relative criterion's estimate of the M2L error per unit G, M_b·ρ^(p+1)/d², against
+  // what the target allows (both sides multiplied by d² to avoid a division).
+  KOKKOS_INLINE_FUNCTION bool error_allowed(Target const& a, int b, double r, double d2) const {
+    if (!relative) return true;
+    double const rho = r / compat::math::sqrt(d2);
+    double power = rho;
+    for (int k = 0; k < order; ++k) power *= rho;
+    return mass(b) * power <= a.allowed * d2;
   }
   KOKKOS_INLINE_FUNCTION PairKind classify(Target const& a, int b) const {
     if (a.flags & node_remote) return pair_none;
@@ -62,7 +77,7 @@ struct WalkView {
       // The spline kernel is piecewise: its Taylor series only converges for pairs whose
       // every distance lies beyond the softening support.
       bool const beyond_reach = kernel_reach == 0.0 || compat::math::sqrt(d2) - r >= kernel_reach;
-      if (r * r < theta * theta * d2 && beyond_reach) return pair_m2l;
+      if (r * r < theta * theta * d2 && beyond_reach && error_allowed(a, b, r, d2)) return pair_m2l;
     }
     if ((a.flags & node_leaf) && (fb & node_leaf)) return pair_p2p;
     return pair_open;
@@ -71,8 +86,9 @@ struct WalkView {
 
 }  // namespace
 
-void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry, double theta,
-                       double kernel_reach, int root, PairLists& m2l, PairLists& p2p, ImportChildren const& import_children) {
+void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
+                       OpeningTest const& test, int root, PairLists& m2l, PairLists& p2p,
+                       ImportChildren const& import_children) {
   PairLists* out[3] = {&m2l, &p2p, nullptr};
   for (int l = 0; l < 2; ++l) {
     out[l]->segment_begin.assign(1, 0);
@@ -101,8 +117,11 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
   for (int iteration = 0;; ++iteration) {
     bool const more = import_children ? import_children(open->source, open->num_entries) : open->num_groups > 0;
     if (!more) break;
-    WalkView const w{tree.child_begin, tree.child_end, tree.child_index, geometry.flags,
-                     geometry.centre,  geometry.radius, theta,             kernel_reach};
+    // Nodes appended by imports are remote: never targets, their allowance is never read.
+    bool const relative = test.allowed.extent(0) > 0;
+    WalkView const w{tree.child_begin, tree.child_end,  tree.child_index, geometry.flags, geometry.centre,
+                     geometry.radius,  geometry.mass,   test.allowed,     test.theta,     test.kernel_reach,
+                     test.order,       relative};
     int const groups = open->num_groups;
     int const slots = groups * max_children;
     for (auto& c : counts_) grow_preserving(c, slots + 1);

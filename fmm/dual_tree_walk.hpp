@@ -24,9 +24,21 @@ struct PairLists {
   int num_segments() const { return segment_begin.empty() ? 0 : static_cast<int>(segment_begin.size()) - 1; }
 };
 
+/// \brief What the walk accepts for M2L: a pair (a, b), a ≠ b, at distance d = |c_a − c_b|
+/// with ρ = (r_a + r_b)/d < θ, beyond `kernel_reach`, and, where `allowed` is given (the
+/// relative criterion, fmm/relative_opening.hpp), with M_b·ρ^(order+1)/d² ≤ allowed(a).
+struct OpeningTest {
+  double theta = 0.75;
+  /// > 0 (the spline's support 2.8 ε): pairs that may come closer than it stay out of M2L,
+  /// where the piecewise kernel's expansion would not converge.
+  double kernel_reach = 0;
+  int order = 0;                   ///< p of the error estimate
+  ScalarView<double> allowed = {};  ///< per target node; empty: the angle test alone
+};
+
 /// \brief The dual-tree walk. Starts from (root, root); a pair (a, b) is accepted for M2L when
-/// a ≠ b and (r_a + r_b) < θ |c_a − c_b|, goes to P2P when both are leaves, and is opened
-/// otherwise into children(a) × children(b) (a leaf stands for itself). Counting, scanning
+/// the OpeningTest says so, goes to P2P when both are leaves, and is opened otherwise into
+/// children(a) × children(b) (a leaf stands for itself). Counting, scanning
 /// and filling keep a fixed order, so the lists do not depend on the number of threads.
 /// Keeps its scratch Views between calls.
 class DualTreeWalk {
@@ -37,10 +49,13 @@ class DualTreeWalk {
   /// opened. It returns whether any rank still has pairs to open (the walk is collective).
   using ImportChildren = std::function<bool(ScalarView<int> const& sources, int count)>;
 
-  /// `kernel_reach` > 0 (the spline's support 2.8 ε) keeps pairs that may come closer than it
-  /// out of M2L, where the piecewise kernel's expansion would not converge.
+  void run(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry, OpeningTest const& test,
+           int root, PairLists& m2l, PairLists& p2p, ImportChildren const& import_children = {});
+  /// The angle test alone.
   void run(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry, double theta,
-           double kernel_reach, int root, PairLists& m2l, PairLists& p2p, ImportChildren const& import_children = {});
+           double kernel_reach, int root, PairLists& m2l, PairLists& p2p, ImportChildren const& import_children = {}) {
+    run(space, tree, geometry, OpeningTest{theta, kernel_reach}, root, m2l, p2p, import_children);
+  }
 
  private:
   PairLists open_[2];

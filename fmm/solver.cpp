@@ -5,6 +5,7 @@
 #include <kfmm/fmm/dual_tree_walk.hpp>
 #include <kfmm/fmm/expansion_pass.hpp>
 #include <kfmm/fmm/node_geometry.hpp>
+#include <kfmm/fmm/relative_opening.hpp>
 #include <kfmm/fmm/solver.hpp>
 
 #include <kfmm/core/format.hpp>
@@ -57,21 +58,38 @@ class ForceSolver::Impl {
       };
       phase("exchange");
     }
-    double const reach = config_.softening == SofteningKind::Spline ? 2.8 * config_.softening_length : 0.0;
-    walk_.run(space_, tree_, geometry_, config_.theta, reach, root, m2l_, p2p_, import);
-    if (context_.size() > 1) pass_particles = distributed_.import_leaf_particles(space_, context_, p2p_, tree_, particles);
-    phase("walk");
-
     if (static_cast<int>(phi_.extent(0)) < n) {
       Kokkos::resize(phi_, n);
       Kokkos::resize(grad_, n);
     }
-    pass_->translate(space_, geometry_, m2l_);
-    phase("m2l");
-    pass_->evaluate_locals(space_, tree_, geometry_, pass_particles, phi_, grad_);
-    phase("downward");
-    pass_->add_near_field(space_, tree_, geometry_, p2p_, pass_particles, phi_, grad_);
-    phase("p2p");
+    // Walk, M2L, L2L + L2P and P2P into phi_ and grad_ (every local particle's values are
+    // overwritten by L2P, then P2P adds).
+    auto evaluate = [&](OpeningTest const& test, bool timed) {
+      auto step = [&](char const* name) {
+        if (timed) phase(name);
+      };
+      walk_.run(space_, tree_, geometry_, test, root, m2l_, p2p_, import);
+      if (context_.size() > 1)
+        pass_particles = distributed_.import_leaf_particles(space_, context_, p2p_, tree_, particles);
+      step("walk");
+      pass_->translate(space_, geometry_, m2l_);
+      step("m2l");
+      pass_->evaluate_locals(space_, tree_, geometry_, pass_particles, phi_, grad_);
+      step("downward");
+      pass_->add_near_field(space_, tree_, geometry_, p2p_, pass_particles, phi_, grad_);
+      step("p2p");
+    };
+    double const reach = config_.softening == SofteningKind::Spline ? 2.8 * config_.softening_length : 0.0;
+    OpeningTest test{config_.theta, reach, config_.order};
+    if (config_.opening == OpeningCriterion::Relative) {
+      // |a| of every particle from a coarser evaluation, then what each node allows.
+      evaluate(OpeningTest{config_.estimate_theta, reach}, false);
+      relative_opening_allowance(space_, tree_, geometry_, grad_, config_.tolerance, tree_.num_nodes, allowed_);
+      distributed_.combine_shared_minimum(space_, context_, allowed_);
+      test.allowed = allowed_;
+      phase("estimate");
+    }
+    evaluate(test, true);
 
     write_results(particles, n);
     if (context_.size() > 1) measure_costs(n);
@@ -333,6 +351,7 @@ class ForceSolver::Impl {
   Tree<> tree_;
   NodeGeometry geometry_;
   DualTreeWalk walk_;
+  ScalarView<double> allowed_{"kfmm::solver::allowed_m2l_error", 0};  ///< relative criterion, per node
   PairLists m2l_, p2p_;
   DistributedTree distributed_;
   ScalarView<double> leaf_cost_{"kfmm::solver::leaf_cost", 0};

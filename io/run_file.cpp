@@ -48,6 +48,9 @@ Key const keys[] = {
   {"force.method", "string", "fmm", "fmm, or direct (O(N²), for small N and checks)", "fmm|direct"},
   {"force.order", "int", "7", "expansion order p (the solver's defaults p 7, θ 0.75, leaf 160: force error E ≤ 3e-4)", "", 1, 8},
   {"force.theta", "float", "0.75", "opening angle θ: accept (r_A + r_B) < θ·|c_A − c_B|", "", 1e-3, 1.5},
+  {"force.mac", "string", "angle", "opening criterion: angle, or relative (also an M2L error bound of tolerance × each target's force)", "angle|relative"},
+  {"force.tolerance", "float", "0.001", "α of the relative opening criterion", "", 1e-12, 1},
+  {"force.estimate_theta", "float", "1", "θ of the first evaluation that estimates |a| for the relative criterion", "", 1e-3, 1.5},
   {"force.leaf_size", "int", "160", "largest number of particles in a leaf", "", 1, 1e6},
   {"force.softening", "string", "plummer", "softening kernel", "plummer|spline"},
   {"force.softening_length", "float", "0.05", "softening length ε (spline: Plummer-equivalent)", "", 0, 1e300},
@@ -295,6 +298,9 @@ RunSettings settings_from(YAML::Node const& root, std::string const& source) {
   fmm.order = static_cast<int>(values.integer("force.order"));
   fmm.theta = values.number("force.theta");
   fmm.leaf_size = static_cast<int>(values.integer("force.leaf_size"));
+  fmm.opening = parse_opening_criterion(values.string("force.mac"));
+  fmm.tolerance = values.number("force.tolerance");
+  fmm.estimate_theta = values.number("force.estimate_theta");
   fmm.softening = parse_softening_kind(values.string("force.softening"));
   fmm.softening_length = values.number("force.softening_length");
   fmm.precision = parse_precision(values.string("force.precision"));

@@ -1,0 +1,196 @@
+// The relative opening criterion: the per-node allowance, what the walk does with it, and the
+// solver's accuracy with it on distributions where the angle criterion leaves large
+// per-particle errors (dense satellites in a sparse halo, a wide mass spectrum).
+#include "sorted_tree.hpp"
+
+#include <kfmm/comm/initial_conditions.hpp>
+#include <kfmm/fmm/accuracy.hpp>
+#include <kfmm/fmm/dual_tree_walk.hpp>
+#include <kfmm/fmm/relative_opening.hpp>
+#include <kfmm/fmm/solver.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace {
+
+using namespace kfmm;
+
+class RelativeOpeningTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    sorted = kfmm_test::sorted_tree(kfmm_test::plummer_with_a_clump(3000, 50), 24);
+    compute_node_geometry(space, sorted.tree, sorted.particles.pos, sorted.particles.mass,
+                          ExpansionCentre::CentreOfMass, sorted.cube, geometry);
+    space.fence();
+  }
+
+  ExecutionSpace space;
+  kfmm_test::SortedTree sorted;
+  NodeGeometry geometry;
+};
+
+TEST_F(RelativeOpeningTest, AllowanceIsAlphaTimesTheSmallestForceBelowEachNode) {
+  int const n = sorted.n;
+  Vec3View<double> grad("grad", n);
+  auto grad_host = Kokkos::create_mirror_view(grad);
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (int i = 0; i < n; ++i)
+    for (int k = 0; k < 3; ++k) grad_host(i, k) = u(rng) * (i % 7 == 0 ? 1e-3 : 1.0);
+  Kokkos::deep_copy(grad, grad_host);
+  ScalarView<double> allowed;
+  double const alpha = 2e-3;
+  relative_opening_allowance(space, sorted.tree, geometry, grad, alpha, sorted.tree.num_nodes, allowed);
+  auto const got = Kokkos::create_mirror_view_and_copy(HostSpace(), allowed);
+  auto const pbegin = Kokkos::create_mirror_view_and_copy(HostSpace(), sorted.tree.particle_begin);
+  auto const pend = Kokkos::create_mirror_view_and_copy(HostSpace(), sorted.tree.particle_end);
+  ASSERT_GE(int(got.extent(0)), sorted.tree.num_nodes);
+  for (int node = 0; node < sorted.tree.num_nodes; ++node) {
+    // A node's particles are the contiguous range of all its descendants.
+    double want = std::numeric_limits<double>::infinity();
+    for (int i = pbegin(node); i < pend(node); ++i)
+      want = std::min(want, alpha * std::sqrt(grad_host(i, 0) * grad_host(i, 0) + grad_host(i, 1) * grad_host(i, 1) +
+                                              grad_host(i, 2) * grad_host(i, 2)));
+    EXPECT_EQ(got(node), want) << "node " << node;
+  }
+}
+
+int count_pairs(PairLists const& lists) { return lists.num_entries; }
+
+TEST_F(RelativeOpeningTest, WalkAcceptsWhatTheAllowanceAllows) {
+  DualTreeWalk walk;
+  PairLists m2l_angle, p2p_angle, m2l, p2p;
+  walk.run(space, sorted.tree, geometry, OpeningTest{0.6, 0.0}, 0, m2l_angle, p2p_angle);
+  ScalarView<double> allowed("allowed", sorted.tree.num_nodes);
+  // Unbounded allowance: the angle test alone decides.
+  Kokkos::deep_copy(allowed, std::numeric_limits<double>::infinity());
+  walk.run(space, sorted.tree, geometry, OpeningTest{0.6, 0.0, 7, allowed}, 0, m2l, p2p);
+  EXPECT_EQ(count_pairs(m2l), count_pairs(m2l_angle));
+  EXPECT_EQ(count_pairs(p2p), count_pairs(p2p_angle));
+  // A negative allowance: nothing goes to M2L, every leaf pair is summed directly. (With 0, pairs
+  // of single-particle leaves, radius 0, still go: their expansions are exact.)
+  Kokkos::deep_copy(allowed, -1.0);
+  walk.run(space, sorted.tree, geometry, OpeningTest{0.6, 0.0, 7, allowed}, 0, m2l, p2p);
+  EXPECT_EQ(count_pairs(m2l), 0);
+  EXPECT_GT(count_pairs(p2p), count_pairs(p2p_angle));
+  // In between: fewer M2L pairs than the angle test alone, more than none.
+  Kokkos::deep_copy(allowed, 1e-6);
+  walk.run(space, sorted.tree, geometry, OpeningTest{0.6, 0.0, 7, allowed}, 0, m2l, p2p);
+  EXPECT_GT(count_pairs(m2l), 0);
+  EXPECT_GT(count_pairs(p2p), count_pairs(p2p_angle));
+}
+
+class RelativeSolverTest : public testing::Test {
+ protected:
+  Context world;
+
+  Particles<MemorySpace> make(ICKind kind, std::uint64_t n) {
+    ICOptions options;
+    options.kind = kind;
+    options.n_total = n;
+    options.seed = 3;
+    return to_device(make_initial_conditions(world, options));
+  }
+
+  AccuracyReport accuracy(Particles<MemorySpace>& particles, FMMConfig const& config) {
+    ForceSolver solver(world, config);
+    solver.compute(particles);
+    return measure_accuracy(world, particles, solver.potential(), solver.acceleration(), config, particles.num_total);
+  }
+};
+
+// Where the angle criterion leaves percent-level errors on the worst particles, the relative
+// criterion's tail falls with its tolerance, down to the accuracy targets (p99 ≤ 3e-3, p99.9 ≤
+// 1e-2, E ≤ 3e-4) at α = 1e-5.
+TEST_F(RelativeSolverTest, TailFallsWithTheToleranceOnSatellitesAndAMassSpectrum) {
+  for (ICKind kind : {ICKind::Satellites, ICKind::MassSpectrum}) {
+    auto particles = make(kind, 10000);
+    FMMConfig config;
+    config.softening_length = 1e-3;
+    AccuracyReport const angle = accuracy(particles, config);
+    config.opening = OpeningCriterion::Relative;
+    config.tolerance = 1e-3;
+    AccuracyReport const loose = accuracy(particles, config);
+    config.tolerance = 1e-5;
+    AccuracyReport const tight = accuracy(particles, config);
+    if (world.is_root())
+      std::printf("%s p99 / p99.9 / max: angle %.3g / %.3g / %.3g, α 1e-3 %.3g / %.3g / %.3g, α 1e-5 %.3g / %.3g / %.3g\n",
+                  to_string(kind).c_str(), angle.p99, angle.p999, angle.max, loose.p99, loose.p999, loose.max,
+                  tight.p99, tight.p999, tight.max);
+    EXPECT_LT(loose.p99, angle.p99) << to_string(kind);
+    EXPECT_LT(tight.p99, loose.p99) << to_string(kind);
+    EXPECT_LT(tight.max, loose.max) << to_string(kind);
+    EXPECT_LE(tight.force_l2, 3e-4) << to_string(kind);
+    EXPECT_LE(tight.p99, 3e-3) << to_string(kind);
+    EXPECT_LE(tight.p999, 1e-2) << to_string(kind);
+  }
+}
+
+// The allowance of cells cut by rank boundaries is combined over the ranks, so the lists (and
+// the forces) are those of one rank holding everything.
+TEST_F(RelativeSolverTest, ListsAndForcesDoNotDependOnTheRankCount) {
+  ICOptions options;
+  options.kind = ICKind::Satellites;
+  options.n_total = 8000;
+  options.seed = 3;
+  FMMConfig config;
+  config.precision = Precision::Double;
+  config.opening = OpeningCriterion::Relative;
+  Context const self(MPI_COMM_SELF);
+  auto all = to_device(generate_initial_conditions(options, 0, 1, [](std::int64_t*, int) {}));
+  ForceSolver single(self, config);
+  single.compute(all);
+  auto const ids_single = Kokkos::create_mirror_view_and_copy(HostSpace(), all.id);
+  auto const acc_single = Kokkos::create_mirror_view_and_copy(HostSpace(), single.acceleration());
+  std::vector<std::size_t> where(options.n_total + 1);
+  for (std::size_t i = 0; i < all.num; ++i) where[ids_single(i)] = i;
+
+  auto mine = make(ICKind::Satellites, options.n_total);
+  ForceSolver distributed(world, config);
+  distributed.compute(mine);
+  EXPECT_EQ(distributed.stats().p2p_pairs, single.stats().p2p_pairs);
+  EXPECT_EQ(distributed.stats().m2l, single.stats().m2l);
+  auto const ids = Kokkos::create_mirror_view_and_copy(HostSpace(), mine.id);
+  auto const acc = Kokkos::create_mirror_view_and_copy(HostSpace(), distributed.acceleration());
+  for (std::size_t i = 0; i < mine.num; ++i) {
+    std::size_t const j = where[ids(i)];
+    double d2 = 0, r2 = 0;
+    for (int k = 0; k < 3; ++k) {
+      d2 += (acc(i, k) - acc_single(j, k)) * (acc(i, k) - acc_single(j, k));
+      r2 += acc_single(j, k) * acc_single(j, k);
+    }
+    ASSERT_LE(std::sqrt(d2 / r2), 1e-6) << "id " << ids(i);
+  }
+}
+
+TEST(RelativeOpeningConfig, BadSettingsAreNamed) {
+  FMMConfig config;
+  config.opening = OpeningCriterion::Relative;
+  config.tolerance = 0;
+  try {
+    config.validate();
+    ADD_FAILURE() << "tolerance 0 accepted";
+  } catch (Error const& e) {
+    EXPECT_NE(std::string(e.what()).find("tolerance = 0"), std::string::npos) << e.what();
+  }
+  config.tolerance = 1e-3;
+  config.estimate_theta = 0.5;  // below θ = 0.75
+  try {
+    config.validate();
+    ADD_FAILURE() << "estimate_theta below theta accepted";
+  } catch (Error const& e) {
+    EXPECT_NE(std::string(e.what()).find("estimate_theta = 0.5"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(parse_opening_criterion("relative"), OpeningCriterion::Relative);
+  EXPECT_EQ(to_string(OpeningCriterion::Angle), "angle");
+  EXPECT_THROW(parse_opening_criterion("gadget"), Error);
+}
+
+}  // namespace
