@@ -28,6 +28,9 @@ void FMMConfig::validate() const {
            estimate_theta, theta);
   }
   if (!std::isfinite(G)) fail("G = {} is not finite; set the gravitational constant to a finite value (-G)", G);
+  if (opening == OpeningCriterion::Relative && G == 0)
+    fail("G = 0 makes every |a| zero, so the relative opening criterion would open every cell; set G (-G) or use "
+         "the angle criterion (--mac angle)");
 }
 
 std::string to_string(Precision precision) { return precision == Precision::Float ? "float" : "double"; }

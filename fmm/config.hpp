@@ -28,7 +28,7 @@ struct FMMConfig {
   int order = 7;                     ///< expansion order p, 1…8
   double theta = 0.75;               ///< opening angle: accept (r_A + r_B) < θ |c_A − c_B|, 0 < θ < 1.5
   OpeningCriterion opening = OpeningCriterion::Angle;
-  double tolerance = 1e-3;           ///< α of OpeningCriterion::Relative, 0 < α ≤ 1
+  double tolerance = 5e-6;           ///< α of OpeningCriterion::Relative, 0 < α ≤ 1
   double estimate_theta = 1.0;       ///< θ of the first (estimating) evaluation of Relative, θ ≤ it < 1.5
   int leaf_size = 160;               ///< leaves are the largest cells with ≤ leaf_size particles
   SofteningKind softening = SofteningKind::Plummer;

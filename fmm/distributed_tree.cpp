@@ -13,7 +13,7 @@ namespace kfmm {
 
 namespace {
 
-constexpr int geometry_doubles = 7;  // centre[3], radius, mass, scale, flags
+constexpr int geometry_doubles = 8;  // centre[3], radius, mass, scale, flags, power radius
 
 
 int owner_of(std::vector<std::uint64_t> const& splitters, std::uint64_t code) {
@@ -130,6 +130,8 @@ DistributedTree::Records DistributedTree::pack_nodes(ExecutionSpace const& space
   auto const mass = geometry.mass;
   auto const scale = geometry.scale;
   auto const flags = geometry.flags;
+  bool const powered = geometry.power_exponent > 0;
+  auto const power_radius = geometry.power_radius;
   Kokkos::parallel_for(
       "kfmm::distributed::pack_nodes", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count), KOKKOS_LAMBDA(int i) {
         int const node = list(i);
@@ -138,6 +140,7 @@ DistributedTree::Records DistributedTree::pack_nodes(ExecutionSpace const& space
         packed(i, 4) = mass(node);
         packed(i, 5) = scale(node);
         packed(i, 6) = double(flags(node) & node_leaf);
+        packed(i, 7) = powered ? power_radius(node) : 0.0;
         for (int c = 0; c < coefficients; ++c) packed(i, geometry_doubles + c) = coefficient_view(i, c);
       });
   auto const packed_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), packed);
@@ -161,6 +164,8 @@ int DistributedTree::append_nodes(ExecutionSpace const& space, Records const& re
   grow_preserving(geometry.mass, total);
   grow_preserving(geometry.scale, total);
   grow_preserving(geometry.flags, total);
+  bool const powered = geometry.power_exponent > 0;
+  if (powered) grow_preserving(geometry.power_radius, total);
   pass.reserve_nodes(total);
   Kokkos::View<double**, MemorySpace> packed("kfmm::distributed::unpacked", count, records.per_record);
   Kokkos::View<std::uint64_t*, MemorySpace> codes("kfmm::distributed::unpacked_codes", count);
@@ -184,6 +189,7 @@ int DistributedTree::append_nodes(ExecutionSpace const& space, Records const& re
   auto mass = geometry.mass;
   auto scale = geometry.scale;
   auto flags = geometry.flags;
+  auto power_radius = geometry.power_radius;
   Kokkos::parallel_for(
       "kfmm::distributed::append_nodes", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count), KOKKOS_LAMBDA(int i) {
         int const node = first + i;
@@ -196,6 +202,7 @@ int DistributedTree::append_nodes(ExecutionSpace const& space, Records const& re
         scale(node) = packed(i, 5);
         bool const leaf = packed(i, 6) != 0.0;
         flags(node) = node_remote | (leaf ? node_leaf : flags_inner);
+        if (powered) power_radius(node) = packed(i, 7);
       });
   Kokkos::View<double**, MemorySpace> coefficients("kfmm::distributed::unpacked_coefficients", count,
                                                    records.per_record - geometry_doubles);
@@ -218,7 +225,8 @@ void DistributedTree::index_local_nodes(Tree<> const& tree) {
 }
 
 void DistributedTree::decompose(ExecutionSpace const& space, Context const& context, BoundingCube const& cube,
-                                int leaf_size, Particles<MemorySpace>& particles, ScalarView<std::uint64_t>& keys) {
+                                int leaf_size, Particles<MemorySpace>& particles, ScalarView<std::uint64_t>& keys,
+                                ScalarView<double>* carried) {
   std::size_t const n = particles.num;
   grow_preserving(keys, n);
   grow_preserving(permutation_, n);
@@ -226,6 +234,15 @@ void DistributedTree::decompose(ExecutionSpace const& space, Context const& cont
   // Sorting first lets cells be counted by binary search (and the sample sort pick quantiles).
   sorter_.sort(space, keys, permutation_, n);
   sorter_.permute(space, particles, permutation_);
+  ScalarView<double> sorted_carried;
+  if (carried != nullptr) {
+    sorted_carried = ScalarView<double>("kfmm::distributed::carried", n);
+    auto const values = *carried;
+    auto const perm = permutation_;
+    Kokkos::parallel_for(
+        "kfmm::distributed::permute_carried", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+        KOKKOS_LAMBDA(std::size_t i) { sorted_carried(i) = values(perm(i)); });
+  }
   Kokkos::View<double const*, MemorySpace> weights;
   if (cost_count_ == n && n > 0) {
     ScalarView<double> sorted_costs("kfmm::distributed::costs", n);
@@ -286,6 +303,7 @@ void DistributedTree::decompose(ExecutionSpace const& space, Context const& cont
   auto const destinations = destination_ranks(space, keys, n, splitters_);
   ExchangePlan<MemorySpace> plan;
   redistribute(context, particles, destinations, &plan);
+  if (carried != nullptr) *carried = plan.exchange(sorted_carried);
   bytes_sent_ = plan.bytes_sent();
   bytes_received_ = plan.bytes_received();
   imported_nodes_ = imported_particles_ = 0;

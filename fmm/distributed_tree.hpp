@@ -30,9 +30,12 @@ namespace kfmm {
 class DistributedTree {
  public:
   /// Splitters from a weighted sample sort, moved so that no cell with ≤ leaf_size particles
-  /// is cut; then all particle fields move to their owners. `keys` is scratch. Collective.
+  /// is cut; then all particle fields move to their owners. `keys` is scratch. `carried`, when
+  /// given, holds one value per particle that moves with them (replaced by the moved values).
+  /// Collective.
   void decompose(ExecutionSpace const& space, Context const& context, BoundingCube const& cube, int leaf_size,
-                 Particles<MemorySpace>& particles, ScalarView<std::uint64_t>& keys);
+                 Particles<MemorySpace>& particles, ScalarView<std::uint64_t>& keys,
+                 ScalarView<double>* carried = nullptr);
   /// Sorted codes of the cells cut by rank boundaries (empty on one rank).
   ScalarView<std::uint64_t const> forced_split() const { return forced_; }
 

@@ -37,6 +37,7 @@ struct WalkView {
   ScalarView<double> radius;
   ScalarView<double> mass;
   ScalarView<double> allowed;  // relative criterion: per target node (empty: angle only)
+  ScalarView<double> power_radius;  // relative criterion: per source node
   double theta;
   double kernel_reach;  // pairs closer than this (the spline's support h) are never expanded
   int order;
@@ -58,11 +59,12 @@ struct WalkView {
     return {a, f, centre(a, 0), centre(a, 1), centre(a, 2), radius(a),
             relative && !(f & node_remote) ? allowed(a) : 0.0};
   }
-  // The relative criterion's estimate of the M2L error per unit G, M_b·ρ^(p+1)/d², against
-  // what the target allows (both sides multiplied by d² to avoid a division).
-  KOKKOS_INLINE_FUNCTION bool error_allowed(Target const& a, int b, double r, double d2) const {
+  // The relative criterion's estimate of the M2L error per unit G, M_b·ρ^(p+1)/d² with
+  // ρ = (r_a + s_b)/d, against what the target allows (both sides multiplied by d² to avoid a
+  // division).
+  KOKKOS_INLINE_FUNCTION bool error_allowed(Target const& a, int b, double d2) const {
     if (!relative) return true;
-    double const rho = r / compat::math::sqrt(d2);
+    double const rho = (a.radius + power_radius(b)) / compat::math::sqrt(d2);
     double power = rho;
     for (int k = 0; k < order; ++k) power *= rho;
     return mass(b) * power <= a.allowed * d2;
@@ -77,7 +79,7 @@ struct WalkView {
       // The spline kernel is piecewise: its Taylor series only converges for pairs whose
       // every distance lies beyond the softening support.
       bool const beyond_reach = kernel_reach == 0.0 || compat::math::sqrt(d2) - r >= kernel_reach;
-      if (r * r < theta * theta * d2 && beyond_reach && error_allowed(a, b, r, d2)) return pair_m2l;
+      if (r * r < theta * theta * d2 && beyond_reach && error_allowed(a, b, d2)) return pair_m2l;
     }
     if ((a.flags & node_leaf) && (fb & node_leaf)) return pair_p2p;
     return pair_open;
@@ -89,6 +91,10 @@ struct WalkView {
 void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
                        OpeningTest const& test, int root, PairLists& m2l, PairLists& p2p,
                        ImportChildren const& import_children) {
+  if (test.allowed.extent(0) > 0 && geometry.power_exponent != test.order + 1)
+    fail("DualTreeWalk: the relative criterion at order {} needs the nodes' power radii for exponent {}, "
+         "computed for {}; set NodeGeometry::power_exponent before compute_node_geometry",
+         test.order, test.order + 1, geometry.power_exponent);
   PairLists* out[3] = {&m2l, &p2p, nullptr};
   for (int l = 0; l < 2; ++l) {
     out[l]->segment_begin.assign(1, 0);
@@ -119,9 +125,10 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
     if (!more) break;
     // Nodes appended by imports are remote: never targets, their allowance is never read.
     bool const relative = test.allowed.extent(0) > 0;
-    WalkView const w{tree.child_begin, tree.child_end,  tree.child_index, geometry.flags, geometry.centre,
-                     geometry.radius,  geometry.mass,   test.allowed,     test.theta,     test.kernel_reach,
-                     test.order,       relative};
+    WalkView const w{tree.child_begin, tree.child_end, tree.child_index,      geometry.flags,
+                     geometry.centre,  geometry.radius, geometry.mass,         test.allowed,
+                     geometry.power_radius, test.theta, test.kernel_reach, test.order,
+                     relative};
     int const groups = open->num_groups;
     int const slots = groups * max_children;
     for (auto& c : counts_) grow_preserving(c, slots + 1);

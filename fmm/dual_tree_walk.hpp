@@ -26,7 +26,11 @@ struct PairLists {
 
 /// \brief What the walk accepts for M2L: a pair (a, b), a ≠ b, at distance d = |c_a − c_b|
 /// with ρ = (r_a + r_b)/d < θ, beyond `kernel_reach`, and, where `allowed` is given (the
-/// relative criterion, fmm/relative_opening.hpp), with M_b·ρ^(order+1)/d² ≤ allowed(a).
+/// relative criterion, fmm/relative_opening.hpp), with M_b·((r_a + s_b)/d)^(order+1)/d² ≤
+/// allowed(a). s_b is b's power radius (NodeGeometry::power_radius, which must then have been
+/// computed with power_exponent = order + 1): with it the left side bounds the truncation
+/// error of the interaction at a's farthest particle while weighing b's mass by where it lies
+/// (Dehnen 2014's multipole power), not by b's farthest particle.
 struct OpeningTest {
   double theta = 0.75;
   /// > 0 (the spline's support 2.8 ε): pairs that may come closer than it stay out of M2L,

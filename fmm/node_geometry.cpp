@@ -34,10 +34,31 @@ struct NodeGeometryFunctor {
   ScalarView<int> flags;
   double top, grid_unit, corner[3];
   bool geometric;
+  ScalarView<double> power_radius;
+  int power_exponent = 0;  // 0: no power radius
   int first = 0;
 
   using Scratch = Kokkos::View<double*, ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
-  static std::size_t scratch_bytes() { return Scratch::shmem_size(4 * geometry_lanes); }
+  static constexpr int per_lane = 5;  // mass, first moment, power sum
+  static std::size_t scratch_bytes() { return Scratch::shmem_size(per_lane * geometry_lanes); }
+
+  KOKKOS_INLINE_FUNCTION double power(double d) const {
+    double p = 1;
+    for (int k = 0; k < power_exponent; ++k) p *= d;
+    return p;
+  }
+  /// The power radius of a node of mass m whose power sum (or its bound) is `sum`: never more
+  /// than the bounding radius r, which also bounds it.
+  KOKKOS_INLINE_FUNCTION double power_mean_radius(double sum, double m, double r) const {
+    if (!(m > 0) || !(sum > 0)) return 0.0;
+    return compat::math::min(r, compat::math::pow(sum / m, 1.0 / power_exponent));
+  }
+  // Distance of particle i from c.
+  KOKKOS_INLINE_FUNCTION double distance(int i, double const c[3]) const {
+    double d2 = 0;
+    for (int k = 0; k < 3; ++k) d2 += (pos(i, k) - c[k]) * (pos(i, k) - c[k]);
+    return compat::math::sqrt(d2);
+  }
 
   /// The expansion centre of a node of mass m and first moment mx.
   KOKKOS_INLINE_FUNCTION void expansion_centre(int node, int level, double m, double const mx[3], double c[3]) const {
@@ -59,22 +80,22 @@ struct NodeGeometryFunctor {
     }
     int const level = code_level(code(node));
     int const begin = pbegin(node), end = pend(node);
-    Scratch partial(team.team_scratch(0), 4 * geometry_lanes);
+    Scratch partial(team.team_scratch(0), per_lane * geometry_lanes);
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, geometry_lanes), [&](int l) {
       double m = 0, mx[3] = {0, 0, 0};
       for (int i = begin + l; i < end; i += geometry_lanes) {
         m += mass(i);
         for (int k = 0; k < 3; ++k) mx[k] += mass(i) * pos(i, k);
       }
-      partial(4 * l) = m;
-      for (int k = 0; k < 3; ++k) partial(4 * l + 1 + k) = mx[k];
+      partial(per_lane * l) = m;
+      for (int k = 0; k < 3; ++k) partial(per_lane * l + 1 + k) = mx[k];
     });
     team.team_barrier();
     // Every thread adds the lane sums in the same order, so all hold the same centre.
     double m = 0, mx[3] = {0, 0, 0};
     for (int l = 0; l < geometry_lanes; ++l) {
-      m += partial(4 * l);
-      for (int k = 0; k < 3; ++k) mx[k] += partial(4 * l + 1 + k);
+      m += partial(per_lane * l);
+      for (int k = 0; k < 3; ++k) mx[k] += partial(per_lane * l + 1 + k);
     }
     double c[3];
     expansion_centre(node, level, m, mx, c);
@@ -88,10 +109,22 @@ struct NodeGeometryFunctor {
           largest = compat::math::max(largest, d2);
         },
         Kokkos::Max<double>(r2));
+    double const r = compat::math::sqrt(compat::math::max(r2, 0.0));
+    double power_sum = 0;
+    if (power_exponent > 0) {  // in the same fixed lanes as the mass
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, geometry_lanes), [&](int l) {
+        double sum = 0;
+        for (int i = begin + l; i < end; i += geometry_lanes) sum += mass(i) * power(distance(i, c));
+        partial(per_lane * l + 4) = sum;
+      });
+      team.team_barrier();
+      for (int l = 0; l < geometry_lanes; ++l) power_sum += partial(per_lane * l + 4);
+    }
     Kokkos::single(Kokkos::PerTeam(team), [&]() {
+      if (power_exponent > 0) power_radius(node) = power_mean_radius(power_sum, m, r);
       node_mass(node) = m;
       for (int k = 0; k < 3; ++k) centre(node, k) = c[k];
-      radius(node) = compat::math::sqrt(compat::math::max(r2, 0.0));
+      radius(node) = r;
       scale(node) = top / double(std::uint64_t(1) << level);
       flags(node) = node_leaf;
     });
@@ -132,6 +165,22 @@ struct NodeGeometryFunctor {
         r = compat::math::max(r, compat::math::sqrt(d2) + radius(child));
       }
     }
+    if (power_exponent > 0) {
+      // Leaves: exact. Inner nodes: the bound |x − c| ≤ |x − c_child| + |c_child − c| with the
+      // children's power means (Minkowski's inequality).
+      double sum = 0;
+      if (leaf) {
+        for (int i = pbegin(node); i < pend(node); ++i) sum += mass(i) * power(distance(i, c));
+      } else {
+        for (int cc = cbegin(node); cc < cend(node); ++cc) {
+          int const child = cindex(cc);
+          double d2 = 0;
+          for (int k = 0; k < 3; ++k) d2 += (centre(child, k) - c[k]) * (centre(child, k) - c[k]);
+          sum += node_mass(child) * power(compat::math::sqrt(d2) + power_radius(child));
+        }
+      }
+      power_radius(node) = power_mean_radius(sum, m, r);
+    }
     node_mass(node) = m;
     for (int k = 0; k < 3; ++k) centre(node, k) = c[k];
     radius(node) = r;
@@ -148,6 +197,7 @@ NodeGeometryFunctor make_functor(Tree<> const& tree, Vec3View<double> const& pos
   grow_preserving(geometry.mass, n);
   grow_preserving(geometry.scale, n);
   grow_preserving(geometry.flags, n);
+  if (geometry.power_exponent > 0) grow_preserving(geometry.power_radius, n);
   return NodeGeometryFunctor{tree.code,
                              tree.particle_begin,
                              tree.particle_end,
@@ -164,7 +214,9 @@ NodeGeometryFunctor make_functor(Tree<> const& tree, Vec3View<double> const& pos
                              root_scale(cube),
                              cube.size / double(std::uint64_t(1) << max_tree_level),
                              {cube.corner[0], cube.corner[1], cube.corner[2]},
-                             centre_kind == ExpansionCentre::Geometric};
+                             centre_kind == ExpansionCentre::Geometric,
+                             geometry.power_radius,
+                             geometry.power_exponent};
 }
 
 }  // namespace

@@ -25,6 +25,11 @@ struct NodeGeometry {
   ScalarView<double> mass;
   ScalarView<double> scale;      ///< power of two: the cell size of the node's level
   ScalarView<int> flags;         ///< NodeFlag bits
+  /// The relative opening criterion's source size (Dehnen's multipole power): the k-th power
+  /// mean of the particles' distances from `centre`, (Σ m|x − c|^k / M)^(1/k) with
+  /// k = power_exponent, at most `radius`. Filled only when power_exponent > 0.
+  ScalarView<double> power_radius;
+  int power_exponent = 0;
 };
 
 /// \brief Fills `geometry` for the local nodes `[0, tree.num_nodes)` from the sorted particles.

@@ -6,7 +6,7 @@
 namespace kfmm {
 
 void relative_opening_allowance(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
-                                Vec3View<double> const& grad, double alpha, int num_nodes,
+                                ScalarView<double> const& magnitude, double factor, int num_nodes,
                                 ScalarView<double>& allowed) {
   grow_preserving(allowed, std::size_t(num_nodes > 0 ? num_nodes : 1));
   Kokkos::deep_copy(space, Kokkos::subview(allowed, Kokkos::make_pair(0, num_nodes)), 0.0);
@@ -24,8 +24,7 @@ void relative_opening_allowance(ExecutionSpace const& space, Tree<> const& tree,
           double smallest = none;
           if (flags(node) & node_leaf) {
             for (int i = pbegin(node); i < pend(node); ++i) {
-              double const g2 = grad(i, 0) * grad(i, 0) + grad(i, 1) * grad(i, 1) + grad(i, 2) * grad(i, 2);
-              double const g = alpha * compat::math::sqrt(g2);
+              double const g = factor * magnitude(i);
               smallest = g < smallest ? g : smallest;
             }
           } else {

@@ -10,6 +10,7 @@
 
 #include <kfmm/core/format.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <limits>
 
@@ -23,6 +24,15 @@ class ForceSolver::Impl {
   }
 
   void compute(Particles<MemorySpace>& particles) {
+    bool const known = estimate_applies(particles);
+    if (known) carry_estimate(estimate_, particles.num);
+    compute_forces(particles, known);
+    if (relative()) remember_estimate(particles.id, acceleration_, particles.num);
+  }
+
+  // compute() without the acceleration estimate's bookkeeping. `known`: carried_ holds |a| of
+  // an earlier evaluation for each of `particles` (collectively agreed).
+  void compute_forces(Particles<MemorySpace>& particles, bool known) {
     stats_ = ForceStats{};
     Kokkos::Timer total;
     Kokkos::Timer timer;
@@ -35,14 +45,15 @@ class ForceSolver::Impl {
 
     BoundingCube const cube = global_cube(particles);
     if (context_.size() > 1) {
-      distributed_.decompose(space_, context_, cube, config_.leaf_size, particles, keys_);
+      distributed_.decompose(space_, context_, cube, config_.leaf_size, particles, keys_, known ? &carried_ : nullptr);
       phase("domain");
     }
     int const n = static_cast<int>(particles.num);
-    sort_locally(particles, cube, n);
+    sort_locally(particles, cube, n, known);
     phase("sort");
 
     build_tree(space_, keys_, n, config_.leaf_size, distributed_.forced_split(), tree_);
+    geometry_.power_exponent = relative() ? config_.order + 1 : 0;
     compute_node_geometry(space_, tree_, particles.pos, particles.mass, config_.centre, cube, geometry_);
     phase("tree");
     PassParticles pass_particles{particles.pos, particles.mass, n, n};
@@ -81,13 +92,26 @@ class ForceSolver::Impl {
     };
     double const reach = config_.softening == SofteningKind::Spline ? 2.8 * config_.softening_length : 0.0;
     OpeningTest test{config_.theta, reach, config_.order};
-    if (config_.opening == OpeningCriterion::Relative) {
-      // |a| of every particle from a coarser evaluation, then what each node allows.
-      evaluate(OpeningTest{config_.estimate_theta, reach}, false);
-      relative_opening_allowance(space_, tree_, geometry_, grad_, config_.tolerance, tree_.num_nodes, allowed_);
+    if (relative()) {
+      // |a| of every particle: from the previous call, or else from a coarser evaluation now.
+      if (!known) {
+        evaluate(OpeningTest{config_.estimate_theta, reach}, false);
+        grow_preserving(carried_, std::size_t(n));
+        auto const magnitude = carried_;
+        auto const grad = grad_;
+        double const G = std::fabs(config_.G);
+        Kokkos::parallel_for(
+            "kfmm::solver::estimate_magnitude", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, n),
+            KOKKOS_LAMBDA(int i) {
+              magnitude(i) = G * compat::math::sqrt(grad(i, 0) * grad(i, 0) + grad(i, 1) * grad(i, 1) +
+                                                    grad(i, 2) * grad(i, 2));
+            });
+        phase("estimate");
+      }
+      relative_opening_allowance(space_, tree_, geometry_, carried_, config_.tolerance / std::fabs(config_.G),
+                                 tree_.num_nodes, allowed_);
       distributed_.combine_shared_minimum(space_, context_, allowed_);
       test.allowed = allowed_;
-      phase("estimate");
     }
     evaluate(test, true);
 
@@ -112,7 +136,10 @@ class ForceSolver::Impl {
         KOKKOS_LAMBDA(std::size_t i) { work_id(i) = rank_bits | std::uint64_t(i); });
     if (particles.num >= (std::size_t(1) << 40))
       fail("compute_in_input_order supports up to 2^40 particles per rank, rank {} has {}", context_.rank(), particles.num);
-    compute(work);
+    // The estimate belongs to the caller's particles (ids, input order), as work is.
+    bool const known = estimate_applies(particles);
+    if (known) carry_estimate(estimate_, particles.num);
+    compute_forces(work, known);
     potential = ScalarView<double>("kfmm::solver::potential_input_order", particles.capacity());
     acceleration = Vec3View<double>("kfmm::solver::acceleration_input_order", particles.capacity());
     // The cost weights (measured on several ranks) go back too: the next call gets the particles
@@ -124,6 +151,83 @@ class ForceSolver::Impl {
                                 acceleration, costs);
     fill_padding(potential, acceleration, particles.num);
     if (weighted) use_cost_weights(costs, particles.num);
+    if (relative()) remember_estimate(particles.id, acceleration, particles.num);
+  }
+
+  bool relative() const { return config_.opening == OpeningCriterion::Relative; }
+
+  // Whether every rank holds an acceleration estimate for exactly these particles (same ids in
+  // the same order). Collective in the relative criterion only.
+  bool estimate_applies(Particles<MemorySpace> const& particles) {
+    if (!relative()) return false;
+    int local = have_estimate_ && estimate_count_ == particles.num ? 1 : 0;
+    if (local) {
+      auto const ids = particles.id;
+      auto const known_ids = estimate_ids_;
+      std::size_t mismatches = 0;
+      Kokkos::parallel_reduce(
+          "kfmm::solver::match_estimate", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, particles.num),
+          KOKKOS_LAMBDA(std::size_t i, std::size_t & count) { count += ids(i) != known_ids(i) ? 1 : 0; }, mismatches);
+      local = mismatches == 0 ? 1 : 0;
+    }
+    int all = 0;
+    MPI_Allreduce(&local, &all, 1, MPI_INT, MPI_MIN, context_.comm());
+    return all == 1;
+  }
+
+  // carried_ = the first n values of `magnitude` (which may be estimate_ itself).
+  void carry_estimate(ScalarView<double> const& magnitude, std::size_t n) {
+    ScalarView<double> copy(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::carried_estimate"), n);
+    Kokkos::deep_copy(space_, copy, Kokkos::subview(magnitude, Kokkos::make_pair(std::size_t(0), n)));
+    carried_ = copy;
+  }
+
+  // Keeps |acceleration| and the ids of the first n particles for the next call.
+  void remember_estimate(ScalarView<std::uint64_t> const& ids, Vec3View<double> const& acceleration, std::size_t n) {
+    grow_preserving(estimate_, n);
+    grow_preserving(estimate_ids_, n);
+    auto const magnitude = estimate_;
+    auto const known_ids = estimate_ids_;
+    Kokkos::parallel_for(
+        "kfmm::solver::remember_estimate", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, n),
+        KOKKOS_LAMBDA(std::size_t i) {
+          magnitude(i) = compat::math::sqrt(acceleration(i, 0) * acceleration(i, 0) +
+                                            acceleration(i, 1) * acceleration(i, 1) +
+                                            acceleration(i, 2) * acceleration(i, 2));
+          known_ids(i) = ids(i);
+        });
+    estimate_count_ = n;
+    have_estimate_ = true;
+  }
+
+  ScalarView<double> acceleration_estimate() const {
+    if (!have_estimate_) return ScalarView<double>("kfmm::solver::no_estimate", 0);
+    return Kokkos::subview(estimate_, Kokkos::make_pair(std::size_t(0), estimate_count_));
+  }
+
+  void set_acceleration_estimate(Particles<MemorySpace> const& particles, ScalarView<double> const& magnitude) {
+    std::size_t const num = particles.num;
+    if (magnitude.extent(0) < num)
+      fail("set_acceleration_estimate: {} values for {} particles on rank {}; give one |a| per particle",
+           magnitude.extent(0), num, context_.rank());
+    std::size_t const bad = first_negative_or_not_finite(magnitude, num);
+    if (bad < num)
+      fail("set_acceleration_estimate: |a| = {} (particle {} on rank {}) is not finite and >= 0",
+           Kokkos::create_mirror_view_and_copy(HostSpace(), Kokkos::subview(magnitude, bad))(), bad, context_.rank());
+    grow_preserving(estimate_, num);
+    grow_preserving(estimate_ids_, num);
+    auto const range = Kokkos::make_pair(std::size_t(0), num);
+    Kokkos::deep_copy(space_, Kokkos::subview(estimate_, range), Kokkos::subview(magnitude, range));
+    Kokkos::deep_copy(space_, Kokkos::subview(estimate_ids_, range), Kokkos::subview(particles.id, range));
+    estimate_count_ = num;
+    have_estimate_ = true;
+  }
+
+  bool has_acceleration_estimate() const { return have_estimate_; }
+
+  void forget_acceleration_estimate() {
+    have_estimate_ = false;
+    estimate_count_ = 0;
   }
 
   ScalarView<double> cost_weights() const {
@@ -134,13 +238,7 @@ class ForceSolver::Impl {
     if (weights.extent(0) < num)
       fail("set_cost_weights: {} weights for {} particles on rank {}; give one weight per particle", weights.extent(0),
            num, context_.rank());
-    std::size_t bad = num;
-    Kokkos::parallel_reduce(
-        "kfmm::solver::check_weights", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, num),
-        KOKKOS_LAMBDA(std::size_t i, std::size_t & first) {
-          if (!(compat::math::isfinite(weights(i)) && weights(i) >= 0) && i < first) first = i;
-        },
-        Kokkos::Min<std::size_t>(bad));
+    std::size_t const bad = first_negative_or_not_finite(weights, num);
     if (bad < num)
       fail("set_cost_weights: weight {} (particle {} on rank {}) is not finite and >= 0",
            Kokkos::create_mirror_view_and_copy(HostSpace(), Kokkos::subview(weights, bad))(), bad, context_.rank());
@@ -155,6 +253,18 @@ class ForceSolver::Impl {
 
   // The steps below are public only because nvcc allows device lambdas in public member
   // functions only; ForceSolver::Impl is not part of the API.
+  // The first of values[0, num) that is not finite and ≥ 0; num when there is none.
+  std::size_t first_negative_or_not_finite(ScalarView<double> const& values, std::size_t num) const {
+    std::size_t bad = num;
+    Kokkos::parallel_reduce(
+        "kfmm::solver::check_values", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, num),
+        KOKKOS_LAMBDA(std::size_t i, std::size_t & first) {
+          if (!(compat::math::isfinite(values(i)) && values(i) >= 0) && i < first) first = i;
+        },
+        Kokkos::Min<std::size_t>(bad));
+    return bad;
+  }
+
   // Problems with the input that would derail the collective steps, found before any of them.
   std::string check_input(Particles<MemorySpace> const& particles) const {
     if (particles.num > particles.capacity())
@@ -261,12 +371,22 @@ class ForceSolver::Impl {
     return cube_from_bounds(glo, ghi);
   }
 
-  void sort_locally(Particles<MemorySpace>& particles, BoundingCube const& cube, int n) {
+  // Sorts the particles by key (and carried_ with them when `carry`).
+  void sort_locally(Particles<MemorySpace>& particles, BoundingCube const& cube, int n, bool carry) {
     if (static_cast<int>(keys_.extent(0)) < n) Kokkos::resize(keys_, n + n / 4);
     if (static_cast<int>(permutation_.extent(0)) < n) Kokkos::resize(permutation_, n + n / 4);
     compute_keys(space_, cube, particles.pos, n, keys_);
     sorter_.sort(space_, keys_, permutation_, n);
     sorter_.permute(space_, particles, permutation_);
+    if (carry) {
+      ScalarView<double> sorted(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::carried_estimate"), n);
+      auto const values = carried_;
+      auto const perm = permutation_;
+      Kokkos::parallel_for(
+          "kfmm::solver::permute_estimate", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, n),
+          KOKKOS_LAMBDA(int i) { sorted(i) = values(perm(i)); });
+      carried_ = sorted;
+    }
   }
 
   void write_results(Particles<MemorySpace> const& particles, int n) {
@@ -352,6 +472,13 @@ class ForceSolver::Impl {
   NodeGeometry geometry_;
   DualTreeWalk walk_;
   ScalarView<double> allowed_{"kfmm::solver::allowed_m2l_error", 0};  ///< relative criterion, per node
+  // Relative criterion: |a| of the last call per particle, with the particles' ids, aligned
+  // with them as that call left them; carried_ is |a| aligned with the particles inside a call.
+  ScalarView<double> estimate_{"kfmm::solver::acceleration_estimate", 0};
+  ScalarView<std::uint64_t> estimate_ids_{"kfmm::solver::estimate_ids", 0};
+  std::size_t estimate_count_ = 0;
+  bool have_estimate_ = false;
+  ScalarView<double> carried_{"kfmm::solver::carried_estimate", 0};
   PairLists m2l_, p2p_;
   DistributedTree distributed_;
   ScalarView<double> leaf_cost_{"kfmm::solver::leaf_cost", 0};
@@ -381,6 +508,13 @@ ScalarView<double> ForceSolver::cost_weights() const { return impl_->cost_weight
 void ForceSolver::set_cost_weights(ScalarView<double> const& weights, std::size_t num) {
   impl_->set_cost_weights(weights, num);
 }
+ScalarView<double> ForceSolver::acceleration_estimate() const { return impl_->acceleration_estimate(); }
+bool ForceSolver::has_acceleration_estimate() const { return impl_->has_acceleration_estimate(); }
+void ForceSolver::set_acceleration_estimate(Particles<MemorySpace> const& particles,
+                                            ScalarView<double> const& magnitude) {
+  impl_->set_acceleration_estimate(particles, magnitude);
+}
+void ForceSolver::forget_acceleration_estimate() { impl_->forget_acceleration_estimate(); }
 ForceStats const& ForceSolver::stats() const { return impl_->stats(); }
 FMMConfig const& ForceSolver::config() const { return impl_->config(); }
 Context const& ForceSolver::context() const { return impl_->context(); }

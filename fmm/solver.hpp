@@ -48,6 +48,22 @@ class ForceSolver {
   /// than `num` entries or a weight that is not finite and ≥ 0.
   void set_cost_weights(ScalarView<double> const& weights, std::size_t num);
 
+  /// \brief The relative opening criterion's |a| per particle: the last call's |acceleration|,
+  /// aligned with the particles as it left them (like cost_weights()); empty before the first
+  /// call and with the angle criterion. The next call uses it, instead of a first evaluation
+  /// at `estimate_theta`, when it gets the same particles (the same ids in the same order on
+  /// every rank, e.g. the next step of a simulation). A restart saves it.
+  ScalarView<double> acceleration_estimate() const;
+  /// Whether acceleration_estimate() holds one (also for a rank without particles).
+  bool has_acceleration_estimate() const;
+  /// \brief Gives the next call |a| for `particles` (`particles.num` values aligned with them,
+  /// e.g. acceleration_estimate() read back from a restart). Throws kfmm::Error for fewer values
+  /// than particles or a value that is not finite and ≥ 0.
+  void set_acceleration_estimate(Particles<MemorySpace> const& particles, ScalarView<double> const& magnitude);
+  /// \brief Drops the estimate: the next call estimates |a| afresh. For callers that change the
+  /// particles' positions by more than a time step while keeping their ids.
+  void forget_acceleration_estimate();
+
   /// Timings, interaction counts and communication figures of the last call.
   ForceStats const& stats() const;
   FMMConfig const& config() const;

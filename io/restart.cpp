@@ -133,6 +133,15 @@ void write_rank_file(std::string const& file_path, Context const& context, Simul
     auto const weights = Kokkos::create_mirror_view_and_copy(HostSpace(), solver->cost_weights());
     write_dataset(f, "cost_weights", weights.data(), {n});
   }
+  // The relative opening criterion's |a| (so that the next call skips its estimating pass, as
+  // the uninterrupted run does); an attribute marks it also on a rank without particles.
+  if (solver != nullptr && solver->has_acceleration_estimate() && solver->acceleration_estimate().extent(0) == host.num) {
+    write_attribute<std::int64_t>(f, "acceleration_estimate", 1);
+    if (host.num > 0) {
+      auto const estimate = Kokkos::create_mirror_view_and_copy(HostSpace(), solver->acceleration_estimate());
+      write_dataset(f, "acceleration_magnitude", estimate.data(), {n});
+    }
+  }
   file.close(fmt::format("restart file '{}'", file_path));
 }
 
@@ -229,6 +238,12 @@ SimulationState read_restart(Context const& context, std::string const& path, Si
       ScalarView<double, HostSpace> weights("kfmm::io::restart::cost_weights", n);
       read_dataset(f, "cost_weights", weights.data(), {n}, file_path);
       solver->set_cost_weights(Kokkos::create_mirror_view_and_copy(MemorySpace(), weights), n);
+    }
+    if (solver != nullptr && solver->config().opening == OpeningCriterion::Relative &&
+        H5Aexists(f, "acceleration_estimate") > 0) {
+      ScalarView<double, HostSpace> estimate("kfmm::io::restart::acceleration_magnitude", n);
+      if (n > 0) read_dataset(f, "acceleration_magnitude", estimate.data(), {n}, file_path);
+      solver->set_acceleration_estimate(state.particles, Kokkos::create_mirror_view_and_copy(MemorySpace(), estimate));
     }
   });
   return state;

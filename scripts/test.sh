@@ -6,8 +6,9 @@
 #   2. the CUDA compile check (`ctest -L cuda`): every library, app and unit-test source compiled
 #      by nvcc for sm_90 against Kokkos 5.2.2's headers (SKIPPED where nvcc is absent);
 #   3. ASan + UBSan build of the test executables in build-sanitizers/ (expansion order 7), their
-#      one-rank tests at 2 threads in both kernel shapes (`ctest -L unit -LE 'slow|kokkos5|cuda'
-#      -E '[.]np1[.]t1$|install|^apps[.]'`; the compile checks compile nothing sanitizers could see).
+#      one-rank tests at 2 threads in both kernel shapes (`ctest -L unit -LE 'slow|kokkos5|cuda|hard'
+#      -E '[.]np1[.]t1$|install|^apps[.]'`; the compile checks compile nothing sanitizers could see,
+#      the accuracy suite on hard distributions runs the code of the fmm suite on more inputs).
 # Builds are incremental: a second run only rebuilds what changed.
 # Slow accuracy sweeps stay out (ctest label `slow`): run them with `ctest --test-dir build -L slow`.
 # Environment:
@@ -122,7 +123,7 @@ if [ "${KFMM_SKIP_SANITIZERS:-0}" != 1 ]; then
     # CLI's own code is a thin layer over io and fmm, and the install test builds an outside
     # project, which sanitizers have nothing to add to.
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-      stage "tests sanitizers (ctest -L unit)" run_ctest "$SANITIZER_BUILD" -L unit -LE 'slow|kokkos5|cuda' \
+      stage "tests sanitizers (ctest -L unit)" run_ctest "$SANITIZER_BUILD" -L unit -LE 'slow|kokkos5|cuda|hard' \
         -E '[.]np1[.]t1$|install|^apps[.]'
   fi
 fi

@@ -26,6 +26,7 @@ class RelativeOpeningTest : public testing::Test {
  protected:
   void SetUp() override {
     sorted = kfmm_test::sorted_tree(kfmm_test::plummer_with_a_clump(3000, 50), 24);
+    geometry.power_exponent = 8;  // order 7
     compute_node_geometry(space, sorted.tree, sorted.particles.pos, sorted.particles.mass,
                           ExpansionCentre::CentreOfMass, sorted.cube, geometry);
     space.fence();
@@ -36,18 +37,57 @@ class RelativeOpeningTest : public testing::Test {
   NodeGeometry geometry;
 };
 
+// The power radius is the (p+1)-th power mean of the particles' distances from the centre:
+// exact in leaves, an upper bound (and never above the bounding radius) in inner nodes; the
+// GPU shape gives the same to rounding.
+TEST_F(RelativeOpeningTest, PowerRadiusIsThePowerMeanOfTheDistances) {
+  auto const host = [](auto const& view) { return Kokkos::create_mirror_view_and_copy(HostSpace(), view); };
+  auto const pos = host(sorted.particles.pos);
+  auto const mass = host(sorted.particles.mass);
+  auto const centre = host(geometry.centre);
+  auto const radius = host(geometry.radius);
+  auto const power = host(geometry.power_radius);
+  auto const cbegin = host(sorted.tree.child_begin), cend = host(sorted.tree.child_end);
+  auto const pbegin = host(sorted.tree.particle_begin), pend = host(sorted.tree.particle_end);
+  NodeGeometry teams;
+  teams.power_exponent = geometry.power_exponent;
+  compute_node_geometry(space, sorted.tree, sorted.particles.pos, sorted.particles.mass, ExpansionCentre::CentreOfMass,
+                        sorted.cube, teams, true);
+  auto const team_power = host(teams.power_radius);
+  int strictly_inside = 0;
+  for (int node = 0; node < sorted.tree.num_nodes; ++node) {
+    double m = 0, sum = 0;
+    for (int i = pbegin(node); i < pend(node); ++i) {
+      double d2 = 0;
+      for (int k = 0; k < 3; ++k) d2 += (pos(i, k) - centre(node, k)) * (pos(i, k) - centre(node, k));
+      m += mass(i);
+      sum += mass(i) * std::pow(d2, 4.0);  // |x − c|^8
+    }
+    double const exact = std::pow(sum / m, 1.0 / 8);
+    EXPECT_LE(power(node), radius(node)) << "node " << node;
+    EXPECT_NEAR(team_power(node), power(node), 1e-12 * radius(node)) << "node " << node;
+    if (cbegin(node) == cend(node)) {
+      EXPECT_NEAR(power(node), exact, 1e-12 * radius(node)) << "leaf " << node;
+    } else {
+      EXPECT_GE(power(node), exact * (1 - 1e-12)) << "inner node " << node;
+    }
+    strictly_inside += power(node) < 0.9 * radius(node) ? 1 : 0;
+  }
+  // It is what makes the criterion cheaper than the bounding radius: most nodes have mass well inside.
+  EXPECT_GT(strictly_inside, sorted.tree.num_nodes / 2);
+}
+
 TEST_F(RelativeOpeningTest, AllowanceIsAlphaTimesTheSmallestForceBelowEachNode) {
   int const n = sorted.n;
-  Vec3View<double> grad("grad", n);
-  auto grad_host = Kokkos::create_mirror_view(grad);
+  ScalarView<double> magnitude("magnitude", n);
+  auto magnitude_host = Kokkos::create_mirror_view(magnitude);
   std::mt19937_64 rng(5);
-  std::uniform_real_distribution<double> u(-1, 1);
-  for (int i = 0; i < n; ++i)
-    for (int k = 0; k < 3; ++k) grad_host(i, k) = u(rng) * (i % 7 == 0 ? 1e-3 : 1.0);
-  Kokkos::deep_copy(grad, grad_host);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (int i = 0; i < n; ++i) magnitude_host(i) = u(rng) * (i % 7 == 0 ? 1e-3 : 1.0);
+  Kokkos::deep_copy(magnitude, magnitude_host);
   ScalarView<double> allowed;
   double const alpha = 2e-3;
-  relative_opening_allowance(space, sorted.tree, geometry, grad, alpha, sorted.tree.num_nodes, allowed);
+  relative_opening_allowance(space, sorted.tree, geometry, magnitude, alpha, sorted.tree.num_nodes, allowed);
   auto const got = Kokkos::create_mirror_view_and_copy(HostSpace(), allowed);
   auto const pbegin = Kokkos::create_mirror_view_and_copy(HostSpace(), sorted.tree.particle_begin);
   auto const pend = Kokkos::create_mirror_view_and_copy(HostSpace(), sorted.tree.particle_end);
@@ -55,9 +95,7 @@ TEST_F(RelativeOpeningTest, AllowanceIsAlphaTimesTheSmallestForceBelowEachNode) 
   for (int node = 0; node < sorted.tree.num_nodes; ++node) {
     // A node's particles are the contiguous range of all its descendants.
     double want = std::numeric_limits<double>::infinity();
-    for (int i = pbegin(node); i < pend(node); ++i)
-      want = std::min(want, alpha * std::sqrt(grad_host(i, 0) * grad_host(i, 0) + grad_host(i, 1) * grad_host(i, 1) +
-                                              grad_host(i, 2) * grad_host(i, 2)));
+    for (int i = pbegin(node); i < pend(node); ++i) want = std::min(want, alpha * magnitude_host(i));
     EXPECT_EQ(got(node), want) << "node " << node;
   }
 }
@@ -170,6 +208,96 @@ TEST_F(RelativeSolverTest, ListsAndForcesDoNotDependOnTheRankCount) {
   }
 }
 
+// Gives the particles other ids (a free function: nvcc takes device lambdas in public
+// functions only, and a test body is private).
+void shift_ids(Particles<MemorySpace>& particles, std::uint64_t by) {
+  auto ids = particles.id;
+  Kokkos::parallel_for(
+      "shift_ids", Kokkos::RangePolicy<ExecutionSpace>(0, particles.num), KOKKOS_LAMBDA(std::size_t i) { ids(i) += by; });
+}
+
+bool estimated(ForceSolver const& solver) {
+  for (auto const& [name, seconds] : solver.stats().phases)
+    if (name == "estimate") return true;
+  return false;
+}
+
+// |a| of the last call is kept with the particles' ids: the next call on the same particles
+// (moved, re-sorted, redistributed) skips the estimating pass and gets the forces that the
+// same estimate given explicitly gives; other particles, or forget_acceleration_estimate(),
+// estimate afresh.
+TEST_F(RelativeSolverTest, KeepsTheAccelerationEstimateForTheSameParticles) {
+  FMMConfig config;
+  config.opening = OpeningCriterion::Relative;
+  config.tolerance = 1e-5;
+  config.precision = Precision::Double;
+  auto particles = make(ICKind::Satellites, 6000);
+  ForceSolver solver(world, config);
+  EXPECT_FALSE(solver.has_acceleration_estimate());
+  solver.compute(particles);
+  EXPECT_TRUE(estimated(solver));
+  ASSERT_TRUE(solver.has_acceleration_estimate());
+  ASSERT_EQ(solver.acceleration_estimate().extent(0), particles.num);
+  // |a| of the call, aligned with the particles as it left them.
+  {
+    auto const a = Kokkos::create_mirror_view_and_copy(HostSpace(), solver.acceleration());
+    auto const e = Kokkos::create_mirror_view_and_copy(HostSpace(), solver.acceleration_estimate());
+    for (std::size_t i = 0; i < particles.num; ++i)
+      ASSERT_EQ(e(i), std::sqrt(a(i, 0) * a(i, 0) + a(i, 1) * a(i, 1) + a(i, 2) * a(i, 2))) << i;
+  }
+  // Same particles, in another order on this rank: the estimate follows them by id.
+  {
+    auto const host = to_host(particles);
+    Particles<HostSpace> copy(host.num);
+    copy.num = host.num;
+    copy.num_total = host.num_total;
+    for (std::size_t i = 0; i < host.num; ++i) {
+      std::size_t const j = host.num - 1 - i;
+      for (int k = 0; k < 3; ++k) {
+        copy.pos(i, k) = host.pos(j, k);
+        copy.vel(i, k) = host.vel(j, k);
+      }
+      copy.mass(i) = host.mass(j);
+      copy.id(i) = host.id(j);
+    }
+    auto const estimate = Kokkos::create_mirror_view_and_copy(HostSpace(), solver.acceleration_estimate());
+    ScalarView<double, HostSpace> reversed_estimate("reversed", host.num);
+    for (std::size_t i = 0; i < host.num; ++i) reversed_estimate(i) = estimate(host.num - 1 - i);
+    auto shuffled = to_device(copy);
+    ForceSolver given(world, config);
+    given.set_acceleration_estimate(shuffled, Kokkos::create_mirror_view_and_copy(MemorySpace(), reversed_estimate));
+    given.compute(shuffled);
+    EXPECT_FALSE(estimated(given));
+    solver.compute(particles);
+    EXPECT_FALSE(estimated(solver));
+    EXPECT_EQ(given.stats().m2l, solver.stats().m2l);
+    EXPECT_EQ(given.stats().p2p_pairs, solver.stats().p2p_pairs);
+  }
+  // Other particles (other ids): estimated afresh.
+  auto others = make(ICKind::Satellites, 6000);
+  shift_ids(others, 100000);
+  solver.compute(others);
+  EXPECT_TRUE(estimated(solver));
+  solver.compute(others);
+  EXPECT_FALSE(estimated(solver));
+  solver.forget_acceleration_estimate();
+  EXPECT_FALSE(solver.has_acceleration_estimate());
+  solver.compute(others);
+  EXPECT_TRUE(estimated(solver));
+  // Bad estimates are refused with the value and the particle.
+  ScalarView<double> bad("bad", others.num);
+  Kokkos::deep_copy(bad, 1.0);
+  if (others.num > 0) Kokkos::deep_copy(Kokkos::subview(bad, 0), -2.0);
+  if (others.num > 0) {
+    try {
+      solver.set_acceleration_estimate(others, bad);
+      ADD_FAILURE() << "negative |a| accepted";
+    } catch (Error const& e) {
+      EXPECT_NE(std::string(e.what()).find("|a| = -2"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(RelativeOpeningConfig, BadSettingsAreNamed) {
   FMMConfig config;
   config.opening = OpeningCriterion::Relative;
@@ -187,6 +315,14 @@ TEST(RelativeOpeningConfig, BadSettingsAreNamed) {
     ADD_FAILURE() << "estimate_theta below theta accepted";
   } catch (Error const& e) {
     EXPECT_NE(std::string(e.what()).find("estimate_theta = 0.5"), std::string::npos) << e.what();
+  }
+  config.estimate_theta = 1.0;
+  config.G = 0;
+  try {
+    config.validate();
+    ADD_FAILURE() << "G = 0 accepted with the relative criterion";
+  } catch (Error const& e) {
+    EXPECT_NE(std::string(e.what()).find("G = 0"), std::string::npos) << e.what();
   }
   EXPECT_EQ(parse_opening_criterion("relative"), OpeningCriterion::Relative);
   EXPECT_EQ(to_string(OpeningCriterion::Angle), "angle");

@@ -57,6 +57,20 @@ void expect_identical(kfmm::Particles<kfmm::HostSpace> const& a, kfmm::Particles
 
 class Restart : public testing::TestWithParam<kfmm::IntegratorKind> {};
 
+/// Runs `config` with FMM forces from `initial`, writing restarts to `restart_path`, and stops
+/// it by a SIGTERM on rank 0 only at `step`.
+kfmm::SimulationStatus run_fmm_until_stopped(kfmm::Context const& context, kfmm::Particles<kfmm::HostSpace> const& initial,
+                                             kfmm::SimulationConfig const& config, long long step,
+                                             std::string const& restart_path) {
+  auto const stop = [&](SimulationEvent event, SimulationState const& state) {
+    if (event == SimulationEvent::Step && state.step == step && context.is_root()) std::raise(SIGTERM);
+  };
+  kfmm::ForceSolver solver(context, config.fmm);
+  auto particles = kfmm::to_device(initial);
+  return kfmm::simulate(context, particles, config, kfmm::fmm_forces(solver),
+                        kfmm::combine({stop, kfmm::restart_observer(context, restart_path, config, 0, &solver)}));
+}
+
 TEST_P(Restart, StoppedAndContinuedRunEqualsUninterruptedRun) {
   kfmm::Context context;
   SharedTemporaryDirectory directory(context);
@@ -141,18 +155,7 @@ TEST(Restart, FMMRunKeepsItsCostBalancedDecomposition) {
                              kfmm::combine({record_outputs(uninterrupted), record_counts(uninterrupted_counts)})),
               kfmm::SimulationStatus::Finished);
   }
-  auto const stop_at_step_4 = [&](SimulationEvent event, SimulationState const& state) {
-    if (event == SimulationEvent::Step && state.step == 4 && context.is_root()) std::raise(SIGTERM);
-  };
-  {
-    kfmm::ForceSolver solver(context, config.fmm);
-    auto particles = kfmm::to_device(initial);
-    Outputs ignored;
-    ASSERT_EQ(kfmm::simulate(context, particles, config, kfmm::fmm_forces(solver),
-                             kfmm::combine({record_outputs(ignored), stop_at_step_4,
-                                            kfmm::restart_observer(context, restart_path, config, 0, &solver)})),
-              kfmm::SimulationStatus::Stopped);
-  }
+  ASSERT_EQ(run_fmm_until_stopped(context, initial, config, 4, restart_path), kfmm::SimulationStatus::Stopped);
   kfmm::ForceSolver solver(context, config.fmm);
   auto state = kfmm::read_restart(context, restart_path, config, &solver);
   EXPECT_EQ(solver.cost_weights().extent(0), context.size() > 1 ? state.particles.num : 0u);
@@ -163,6 +166,56 @@ TEST(Restart, FMMRunKeepsItsCostBalancedDecomposition) {
             kfmm::SimulationStatus::Finished);
   ASSERT_EQ(continued_counts.size(), 6u);  // steps 5 … 10
   for (auto const& [step, count] : continued_counts) EXPECT_EQ(count, uninterrupted_counts.at(step)) << "step " << step;
+  expect_identical(continued.at(2), uninterrupted.at(2));
+}
+
+// The relative opening criterion uses |a| of the previous step; the restart carries it, so the
+// continued run opens the same cells (no estimating pass) and stays bit-identical.
+TEST(Restart, RelativeCriterionContinuesWithTheSameAccelerationEstimate) {
+  kfmm::Context context;
+  SharedTemporaryDirectory directory(context);
+  std::string const restart_path = directory.path() + "/restart";
+  kfmm::ICOptions ic;
+  ic.kind = kfmm::ICKind::Satellites;
+  ic.n_total = 3000;
+  auto const initial = kfmm::make_initial_conditions(context, ic);
+  kfmm::SimulationConfig config;
+  config.integrator = kfmm::IntegratorKind::KDK;
+  config.fmm.leaf_size = 16;
+  config.fmm.softening_length = 0.01;
+  config.fmm.opening = kfmm::OpeningCriterion::Relative;
+  config.fmm.tolerance = 1e-5;
+  config.schedule.output_times = {0.01, 0.02};
+  config.schedule.steps_per_output = 3;
+  // Whether each step's force call had to estimate |a| first.
+  using Estimated = std::map<long long, bool>;
+  auto record_estimates = [](Estimated& estimated, kfmm::ForceSolver const& solver) {
+    return [&estimated, &solver](SimulationEvent event, SimulationState const& state) {
+      if (event != SimulationEvent::Step) return;
+      bool any = false;
+      for (auto const& [name, seconds] : solver.stats().phases) any = any || name == "estimate";
+      estimated[state.step] = any;
+    };
+  };
+  Outputs uninterrupted;
+  {
+    kfmm::ForceSolver solver(context, config.fmm);
+    auto particles = kfmm::to_device(initial);
+    ASSERT_EQ(kfmm::simulate(context, particles, config, kfmm::fmm_forces(solver), record_outputs(uninterrupted)),
+              kfmm::SimulationStatus::Finished);
+  }
+  ASSERT_EQ(run_fmm_until_stopped(context, initial, config, 4, restart_path), kfmm::SimulationStatus::Stopped);
+  kfmm::ForceSolver solver(context, config.fmm);
+  auto state = kfmm::read_restart(context, restart_path, config, &solver);
+  ASSERT_TRUE(solver.has_acceleration_estimate());
+  EXPECT_EQ(solver.acceleration_estimate().extent(0), state.particles.num);
+  Estimated estimated;
+  Outputs continued;
+  ASSERT_EQ(kfmm::simulate(context, state, config, kfmm::fmm_forces(solver),
+                           kfmm::combine({record_outputs(continued), record_estimates(estimated, solver)})),
+            kfmm::SimulationStatus::Finished);
+  ASSERT_FALSE(estimated.empty());
+  for (auto const& [step, any] : estimated) EXPECT_FALSE(any) << "step " << step << " estimated |a| afresh";
   expect_identical(continued.at(2), uninterrupted.at(2));
 }
 
