@@ -160,7 +160,8 @@ class ForceSolver::Impl {
   // the same order). Collective in the relative criterion only.
   bool estimate_applies(Particles<MemorySpace> const& particles) {
     if (!relative()) return false;
-    int local = have_estimate_ && estimate_count_ == particles.num ? 1 : 0;
+    // (An inconsistent num is reported by check_input, after this.)
+    int local = have_estimate_ && estimate_count_ == particles.num && particles.num <= particles.capacity() ? 1 : 0;
     if (local) {
       auto const ids = particles.id;
       auto const known_ids = estimate_ids_;

@@ -43,7 +43,7 @@ TEST_P(HardDistributions, RelativeCriterionMeetsTheTargets) {
       ForceSolver solver(world, config);
       solver.compute(particles);
       AccuracyReport const report =
-          measure_accuracy(world, particles, solver.potential(), solver.acceleration(), config, 4000);
+          measure_accuracy(world, particles, solver.potential(), solver.acceleration(), config, 2000);
       std::string const name = fmt::format("{} {} {}", to_string(GetParam()), to_string(kernel), to_string(precision));
       if (world.is_root()) std::printf("%s: %s\n", name.c_str(), describe(report).c_str());
       EXPECT_LE(report.force_l2, max_force_l2) << name;

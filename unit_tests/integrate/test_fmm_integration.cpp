@@ -171,7 +171,7 @@ TEST(FMMForces, ConserveMomentumToRoundOff) {
   config.fmm = fmm_config(0.05);
   config.fmm.precision = kfmm::Precision::Double;
   config.schedule.output_times = {1.0};
-  config.schedule.steps_per_output = 50;
+  config.schedule.steps_per_output = 25;
   double initial[3] = {0, 0, 0}, momentum_scale = 0, largest_change = 0;
   auto const observer = [&](SimulationEvent event, SimulationState const& state) {
     auto const& d = state.diagnostics;
@@ -184,7 +184,7 @@ TEST(FMMForces, ConserveMomentumToRoundOff) {
   };
   kfmm::ForceSolver solver(context, config.fmm);
   SimulationState state;
-  state.particles = plummer(context, 8000, 5);
+  state.particles = plummer(context, 4000, 5);
   ASSERT_EQ(kfmm::simulate(context, state, config, kfmm::fmm_forces(solver), observer), kfmm::SimulationStatus::Finished);
   if (context.is_root())
     std::printf("largest |P - P0| / (M v_rms) over %lld steps: %.3g\n", state.step, largest_change / momentum_scale);

@@ -177,7 +177,7 @@ TEST(Restart, RelativeCriterionContinuesWithTheSameAccelerationEstimate) {
   std::string const restart_path = directory.path() + "/restart";
   kfmm::ICOptions ic;
   ic.kind = kfmm::ICKind::Satellites;
-  ic.n_total = 3000;
+  ic.n_total = 1000;
   auto const initial = kfmm::make_initial_conditions(context, ic);
   kfmm::SimulationConfig config;
   config.integrator = kfmm::IntegratorKind::KDK;
@@ -186,7 +186,7 @@ TEST(Restart, RelativeCriterionContinuesWithTheSameAccelerationEstimate) {
   config.fmm.opening = kfmm::OpeningCriterion::Relative;
   config.fmm.tolerance = 1e-5;
   config.schedule.output_times = {0.01, 0.02};
-  config.schedule.steps_per_output = 3;
+  config.schedule.steps_per_output = 2;
   // Whether each step's force call had to estimate |a| first.
   using Estimated = std::map<long long, bool>;
   auto record_estimates = [](Estimated& estimated, kfmm::ForceSolver const& solver) {
@@ -204,7 +204,7 @@ TEST(Restart, RelativeCriterionContinuesWithTheSameAccelerationEstimate) {
     ASSERT_EQ(kfmm::simulate(context, particles, config, kfmm::fmm_forces(solver), record_outputs(uninterrupted)),
               kfmm::SimulationStatus::Finished);
   }
-  ASSERT_EQ(run_fmm_until_stopped(context, initial, config, 4, restart_path), kfmm::SimulationStatus::Stopped);
+  ASSERT_EQ(run_fmm_until_stopped(context, initial, config, 3, restart_path), kfmm::SimulationStatus::Stopped);
   kfmm::ForceSolver solver(context, config.fmm);
   auto state = kfmm::read_restart(context, restart_path, config, &solver);
   ASSERT_TRUE(solver.has_acceleration_estimate());
