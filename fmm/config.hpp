@@ -17,9 +17,11 @@ enum class OpeningCriterion {
   /// Geometric: (r_A + r_B) < θ·d, with d = |c_A − c_B|.
   Angle,
   /// The angle test and an estimate of the M2L force error relative to the targets' own
-  /// forces: G·M_B·ρ^(p+1)/d² ≤ α·min_{i∈A} |a_i| with ρ = (r_A + r_B)/d (GADGET-4's relative
-  /// criterion, in the form of an order-p truncation bound). |a_i| comes from a first, cheaper
-  /// evaluation with the angle criterion in the same call, so each call stands alone.
+  /// forces: G·E_AB ≤ α·min_{i∈A} |a_i| (GADGET-4's relative criterion), where E_AB is the
+  /// degree-(p+1) truncation term from B's harmonic multipole powers and A's radius (Dehnen
+  /// 2014; OpeningTest in fmm/dual_tree_walk.hpp). |a_i| is the previous call's for the same
+  /// particles, else it comes from a first, cheaper evaluation with the angle criterion in the
+  /// same call.
   Relative
 };
 

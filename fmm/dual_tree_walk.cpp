@@ -38,10 +38,13 @@ struct WalkView {
   ScalarView<double> mass;
   ScalarView<double> allowed;  // relative criterion: per target node (empty: angle only)
   ScalarView<double> power_radius;  // relative criterion: per source node
+  ScalarView<double> scale;
+  Kokkos::View<double**, MemorySpace> multipole_power;  // per source node (may be empty)
   double theta;
   double kernel_reach;  // pairs closer than this (the spline's support h) are never expanded
   int order;
   bool relative;
+  bool harmonic;  // multipole_power given
 
   KOKKOS_INLINE_FUNCTION int num_children(int node) const {
     return (flags(node) & node_leaf) ? 1 : cend(node) - cbegin(node);
@@ -59,15 +62,24 @@ struct WalkView {
     return {a, f, centre(a, 0), centre(a, 1), centre(a, 2), radius(a),
             relative && !(f & node_remote) ? allowed(a) : 0.0};
   }
-  // The relative criterion's estimate of the M2L error per unit G, M_b·ρ^(p+1)/d² with
-  // ρ = (r_a + s_b)/d, against what the target allows (both sides multiplied by d² to avoid a
-  // division).
+  // The relative criterion's estimate of the M2L error per unit G (OpeningTest), against
+  // what the target allows; both sides multiplied by d², every length divided by d:
+  // Horner in r_a/d over n = 0 … p+1 with c_n = C(p+1, n) T_n / d^n.
   KOKKOS_INLINE_FUNCTION bool error_allowed(Target const& a, int b, double d2) const {
     if (!relative) return true;
-    double const rho = (a.radius + power_radius(b)) / compat::math::sqrt(d2);
-    double power = rho;
-    for (int k = 0; k < order; ++k) power *= rho;
-    return mass(b) * power <= a.allowed * d2;
+    double const inv_d = 1.0 / compat::math::sqrt(d2);
+    double const ra = a.radius * inv_d, sb = scale(b) * inv_d, pb = power_radius(b) * inv_d;
+    double const m = mass(b);
+    int const q = order + 1;
+    double e = 0, binomial = 1, sb_n = 1, pb_n = 1;
+    for (int n = 0; n <= q; ++n) {
+      double const T = n == 0 || n == q || !harmonic ? m * pb_n : multipole_power(b, n) * sb_n;
+      e = e * ra + binomial * T;
+      binomial = binomial * (q - n) / (n + 1);
+      sb_n *= sb;
+      pb_n *= pb;
+    }
+    return e <= a.allowed * d2;
   }
   KOKKOS_INLINE_FUNCTION PairKind classify(Target const& a, int b) const {
     if (a.flags & node_remote) return pair_none;
@@ -125,10 +137,15 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
     if (!more) break;
     // Nodes appended by imports are remote: never targets, their allowance is never read.
     bool const relative = test.allowed.extent(0) > 0;
-    WalkView const w{tree.child_begin, tree.child_end, tree.child_index,      geometry.flags,
-                     geometry.centre,  geometry.radius, geometry.mass,         test.allowed,
-                     geometry.power_radius, test.theta, test.kernel_reach, test.order,
-                     relative};
+    auto const& power = geometry.multipole_power;
+    bool const harmonic = relative && power.extent(0) > 0;
+    if (harmonic && (power.extent(0) < std::size_t(tree.num_nodes) || int(power.extent(1)) != test.order + 1))
+      fail("DualTreeWalk: multipole powers for {} nodes of degree ≤ {}, need {} nodes of degree ≤ {}",
+           power.extent(0), int(power.extent(1)) - 1, tree.num_nodes, test.order);
+    WalkView const w{tree.child_begin,     tree.child_end,   tree.child_index, geometry.flags,
+                     geometry.centre,      geometry.radius,  geometry.mass,    test.allowed,
+                     geometry.power_radius, geometry.scale,  power,            test.theta,
+                     test.kernel_reach,    test.order,       relative,         harmonic};
     int const groups = open->num_groups;
     int const slots = groups * max_children;
     for (auto& c : counts_) grow_preserving(c, slots + 1);

@@ -26,11 +26,16 @@ struct PairLists {
 
 /// \brief What the walk accepts for M2L: a pair (a, b), a ≠ b, at distance d = |c_a − c_b|
 /// with ρ = (r_a + r_b)/d < θ, beyond `kernel_reach`, and, where `allowed` is given (the
-/// relative criterion, fmm/relative_opening.hpp), with M_b·((r_a + s_b)/d)^(order+1)/d² ≤
-/// allowed(a). s_b is b's power radius (NodeGeometry::power_radius, which must then have been
-/// computed with power_exponent = order + 1): with it the left side bounds the truncation
-/// error of the interaction at a's farthest particle while weighing b's mass by where it lies
-/// (Dehnen 2014's multipole power), not by b's farthest particle.
+/// relative criterion, fmm/relative_opening.hpp), with an estimate of the interaction's
+/// truncation error at a's farthest particle, per unit G, at most allowed(a):
+///     Σ_{n=0}^{p+1} C(p+1, n) T_n r_a^(p+1−n) / d^(p+3),   p = order,
+/// the degree-(p+1) term of the double expansion, split by the addition theorem into b's
+/// degree-n moments and a's radius. T_0 = M_b; T_{p+1} = M_b s_b^(p+1) with s_b b's power
+/// radius (NodeGeometry::power_radius, computed with power_exponent = p + 1): a bound, as b's
+/// moments of that degree are not kept; and T_n for 1 ≤ n ≤ p is b's harmonic multipole power
+/// H_n (NodeGeometry::multipole_power) where the geometry has it, else the bound M_b s_b^n.
+/// H_n weighs b's mass by where it lies and how it is arranged (Dehnen 2014): a smooth cell's
+/// moments largely cancel, a cell whose mass sits at its edge keeps them.
 struct OpeningTest {
   double theta = 0.75;
   /// > 0 (the spline's support 2.8 ε): pairs that may come closer than it stay out of M2L,

@@ -41,6 +41,10 @@ class ExpansionPass {
                               Kokkos::View<double**, MemorySpace> const& in) = 0;
   /// Makes room for nodes added to the tree after upward() (imported nodes).
   virtual void reserve_nodes(std::size_t count) = 0;
+  /// The harmonic multipole power (fmm/multipole_power.hpp) of nodes first … first + count − 1
+  /// into out(node, n), n = 0 … order, in units of the node's scale^n; `out` must hold them.
+  virtual void multipole_powers(ExecutionSpace const& space, int first, int count,
+                                Kokkos::View<double**, MemorySpace> const& out) const = 0;
 
   /// Clears the local expansions and applies M2L over the lists.
   virtual void translate(ExecutionSpace const& space, NodeGeometry const& geometry, PairLists const& m2l) = 0;

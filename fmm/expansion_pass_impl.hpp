@@ -6,6 +6,7 @@
 #include <kfmm/fmm/expansion.hpp>
 #include <kfmm/fmm/expansion_pass.hpp>
 #include <kfmm/fmm/expansion_teams.hpp>
+#include <kfmm/fmm/multipole_power.hpp>
 #include <kfmm/fmm/p2p.hpp>
 
 namespace kfmm::detail {
@@ -151,6 +152,18 @@ class ExpansionPassImpl final : public ExpansionPass {
     Kokkos::parallel_for(
         "kfmm::fmm::set_multipoles", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count), KOKKOS_LAMBDA(int i) {
           for (int n = 0; n < N; ++n) M(first + i, n) = Real(in(i, n));
+        });
+  }
+
+  void multipole_powers(ExecutionSpace const& space, int first, int count,
+                        Kokkos::View<double**, MemorySpace> const& out) const override {
+    auto const M = multipole_;
+    Kokkos::parallel_for(
+        "kfmm::fmm::multipole_powers", Kokkos::RangePolicy<ExecutionSpace>(space, first, first + count),
+        KOKKOS_LAMBDA(int node) {
+          double H[P + 1];
+          harmonic_power<P, Real>(&M(node, 0), H);
+          for (int n = 0; n <= P; ++n) out(node, n) = H[n];
         });
   }
 

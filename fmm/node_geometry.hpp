@@ -30,6 +30,11 @@ struct NodeGeometry {
   /// k = power_exponent, at most `radius`. Filled only when power_exponent > 0.
   ScalarView<double> power_radius;
   int power_exponent = 0;
+  /// The relative criterion's harmonic multipole power per node × degree 0 … p, in units of
+  /// the node's scale^n (ExpansionPass::multipole_powers, fmm/multipole_power.hpp); filled by
+  /// the solver for every node, imported ones included, when it has the multipoles. Empty: the
+  /// criterion bounds the powers by the power radius.
+  Kokkos::View<double**, MemorySpace> multipole_power;
 };
 
 /// \brief Fills `geometry` for the local nodes `[0, tree.num_nodes)` from the sorted particles.

@@ -65,10 +65,14 @@ class ForceSolver::Impl {
     if (context_.size() > 1) {
       root = distributed_.assemble_top_tree(space_, context_, config_.centre, cube, tree_, geometry_, *pass_, particles);
       import = [this](ScalarView<int> const& sources, int count) {
-        return distributed_.import_children(space_, context_, sources, count, tree_, geometry_, *pass_);
+        int const before = tree_.num_nodes;
+        bool const more = distributed_.import_children(space_, context_, sources, count, tree_, geometry_, *pass_);
+        if (relative()) update_multipole_powers(before);
+        return more;
       };
       phase("exchange");
     }
+    if (relative()) update_multipole_powers(0);
     if (static_cast<int>(phi_.extent(0)) < n) {
       Kokkos::resize(phi_, n);
       Kokkos::resize(grad_, n);
@@ -155,6 +159,20 @@ class ForceSolver::Impl {
   }
 
   bool relative() const { return config_.opening == OpeningCriterion::Relative; }
+
+  // The multipole powers of the nodes from `first` on (their multipoles are set), keeping those
+  // before it.
+  void update_multipole_powers(int first) {
+    std::size_t const nodes = tree_.num_nodes;
+    std::size_t const degrees = config_.order + 1;
+    auto& power = geometry_.multipole_power;
+    if (power.extent(0) < nodes || power.extent(1) != degrees) {
+      std::size_t const grown = power.extent(0) + power.extent(0) / 2 + 16;
+      if (power.extent(1) != degrees) power = Kokkos::View<double**, MemorySpace>("kfmm::solver::multipole_power", 0, degrees);
+      Kokkos::resize(power, nodes > grown ? nodes : grown, degrees);
+    }
+    pass_->multipole_powers(space_, first, tree_.num_nodes - first, power);
+  }
 
   // Whether every rank holds an acceleration estimate for exactly these particles (same ids in
   // the same order). Collective in the relative criterion only.

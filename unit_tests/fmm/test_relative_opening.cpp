@@ -4,8 +4,10 @@
 #include "sorted_tree.hpp"
 
 #include <kfmm/comm/initial_conditions.hpp>
+#include <kfmm/core/error.hpp>
 #include <kfmm/fmm/accuracy.hpp>
 #include <kfmm/fmm/dual_tree_walk.hpp>
+#include <kfmm/fmm/expansion_pass.hpp>
 #include <kfmm/fmm/relative_opening.hpp>
 #include <kfmm/fmm/solver.hpp>
 
@@ -123,6 +125,60 @@ TEST_F(RelativeOpeningTest, WalkAcceptsWhatTheAllowanceAllows) {
   walk.run(space, sorted.tree, geometry, OpeningTest{0.6, 0.0, 7, allowed}, 0, m2l, p2p);
   EXPECT_GT(count_pairs(m2l), 0);
   EXPECT_GT(count_pairs(p2p), count_pairs(p2p_angle));
+}
+
+// With the nodes' harmonic multipole powers the walk uses the sharper estimate: every pair it
+// sends to M2L satisfies it (recomputed here on the host from the lists), some of them would
+// fail the power-radius bound, and fewer leaf pairs are summed directly.
+TEST_F(RelativeOpeningTest, HarmonicPowersAcceptWhatTheirEstimateAllows) {
+  auto pass = make_expansion_pass(7, Precision::Double, SofteningKind::Plummer, 0.0);
+  PassParticles const particles{sorted.particles.pos, sorted.particles.mass, sorted.n, sorted.n};
+  pass->upward(space, sorted.tree, geometry, particles);
+  ScalarView<double> allowed("allowed", sorted.tree.num_nodes);
+  Kokkos::deep_copy(allowed, 1e-4);
+  DualTreeWalk walk;
+  PairLists m2l_bound, p2p_bound, m2l, p2p;
+  OpeningTest const test{0.6, 0.0, 7, allowed};
+  walk.run(space, sorted.tree, geometry, test, 0, m2l_bound, p2p_bound);
+  // Powers for too few nodes are refused, naming both counts.
+  geometry.multipole_power = Kokkos::View<double**, MemorySpace>("powers", sorted.tree.num_nodes - 1, 8);
+  EXPECT_THROW(walk.run(space, sorted.tree, geometry, test, 0, m2l, p2p), Error);
+  geometry.multipole_power = Kokkos::View<double**, MemorySpace>("powers", sorted.tree.num_nodes, 8);
+  pass->multipole_powers(space, 0, sorted.tree.num_nodes, geometry.multipole_power);
+  walk.run(space, sorted.tree, geometry, test, 0, m2l, p2p);
+  space.fence();
+
+  auto const host = [](auto const& view) { return Kokkos::create_mirror_view_and_copy(HostSpace(), view); };
+  auto const centre = host(geometry.centre);
+  auto const radius = host(geometry.radius);
+  auto const mass = host(geometry.mass);
+  auto const scale = host(geometry.scale);
+  auto const power_radius = host(geometry.power_radius);
+  auto const H = host(geometry.multipole_power);
+  auto const target = host(m2l.target);
+  auto const offset = host(m2l.offset);
+  auto const source = host(m2l.source);
+  // Σ_n C(8, n) T_n r_a^(8−n) / d^10 with T_n = H_n s^n (1 ≤ n ≤ 7), or the bound M s_b^n.
+  auto const estimate = [&](int a, int b, bool harmonic) {
+    double const d = std::hypot(centre(a, 0) - centre(b, 0), centre(a, 1) - centre(b, 1), centre(a, 2) - centre(b, 2));
+    double e = 0, binomial = 1;
+    for (int n = 0; n <= 8; ++n) {
+      double const T = harmonic && n > 0 && n < 8 ? H(b, n) * std::pow(scale(b), n)
+                                                  : mass(b) * std::pow(power_radius(b), n);
+      e += binomial * T * std::pow(radius(a), 8 - n);
+      binomial = binomial * (8 - n) / (n + 1);
+    }
+    return e / std::pow(d, 10);
+  };
+  int sharper = 0;
+  for (int g = 0; g < m2l.num_groups; ++g)
+    for (int e = offset(g); e < offset(g + 1); ++e) {
+      int const a = target(g), b = source(e);
+      EXPECT_LE(estimate(a, b, true), 1e-4 * (1 + 1e-9)) << "pair " << a << ", " << b;
+      if (estimate(a, b, false) > 1e-4) ++sharper;
+    }
+  EXPECT_GT(sharper, 0);
+  EXPECT_LT(count_pairs(p2p), count_pairs(p2p_bound));
 }
 
 class RelativeSolverTest : public testing::Test {
