@@ -5,7 +5,8 @@
 #      the Kokkos 5.2.2 C++20 syntax check, the find_package test of the installed package;
 #   2. the CUDA compile check (`ctest -L cuda`): every library, app and unit-test source compiled
 #      by nvcc for sm_90 against Kokkos 5.2.2's headers (SKIPPED where nvcc is absent);
-#   3. ASan + UBSan build of the test executables in build-sanitizers/ (expansion order 7), their
+#   3. ASan + UBSan build of the test executables in build-sanitizers/ (expansion order 7; the
+#      library instrumented, the tests' own code not: KFMM_SANITIZE_TESTS=OFF), their
 #      one-rank tests at 2 threads in both kernel shapes (`ctest -L unit -LE 'slow|kokkos5|cuda|hard'
 #      -E '[.]np1[.]t1$|install|^apps[.]'`; the compile checks compile nothing sanitizers could see,
 #      the accuracy suite on hard distributions runs the code of the fmm suite on more inputs).
@@ -111,10 +112,12 @@ fi
 if [ "${KFMM_SKIP_SANITIZERS:-0}" != 1 ]; then
   # -O1 with line tables: readable sanitizer reports, asserts on, a fraction of -O2's compile time.
   # Expansion order 7 (the default) only: each order is a large translation unit of the same
-  # templates (the release build tests them all), and the tests take what is built.
+  # templates (the release build tests them all), and the tests instantiate only what is built.
+  # The library is instrumented; the test files are not (KFMM_SANITIZE_TESTS=OFF): instrumenting
+  # them tripled their compile time, most of this stage, for code that only drives the library.
   if stage "configure sanitizers" configure "$SANITIZER_BUILD" -DKFMM_ENABLE_SANITIZERS=ON \
       -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
-      -DKFMM_ENABLE_BENCHMARKS=OFF -DKFMM_EXPANSION_ORDERS=7 \
+      -DKFMM_ENABLE_BENCHMARKS=OFF -DKFMM_EXPANSION_ORDERS=7 -DKFMM_SANITIZE_TESTS=OFF \
     && stage "build sanitizers" build "$SANITIZER_BUILD" kfmm_test_core kfmm_test_comm kfmm_test_fmm \
          kfmm_test_integrate kfmm_test_io; then
     # The tests set ASAN_OPTIONS=detect_leaks=0 themselves (MPI and Kokkos keep allocations
