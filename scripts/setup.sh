@@ -22,7 +22,7 @@ KOKKOS5_DEB_PATH=pool/main/k/kokkos/libkokkos-dev_5.2.2-2_amd64.deb
 log() { printf '[kfmm setup] %s\n' "$*" >&2; }
 die() { printf '[kfmm setup] error: %s\n' "$*" >&2; exit 1; }
 
-APT_PACKAGES=(build-essential cmake curl ca-certificates
+APT_PACKAGES=(build-essential cmake ninja-build curl ca-certificates
   libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools
   libyaml-cpp-dev libcli11-dev libfmt-dev
   googletest libgtest-dev libbenchmark-dev
