@@ -4,6 +4,7 @@
 #include <kfmm/comm/initial_conditions.hpp>
 #include <kfmm/fmm/expansion_dispatch.hpp>
 #include <kfmm/fmm/solver.hpp>
+#include <built_orders.hpp>
 #include <kfmm/integrate/simulation.hpp>
 
 #include <gtest/gtest.h>
@@ -67,7 +68,7 @@ kfmm::FMMConfig fmm_config(double softening_length) {
 }
 
 TEST(FMMForces, FollowDirectSummationTrajectories) {
-  if (!kfmm::expansion_order_built(8)) GTEST_SKIP() << "this build compiles only the expansion orders " << kfmm::built_expansion_orders << " (KFMM_EXPANSION_ORDERS, e.g. the sanitizer build); the default build, with all orders, runs this order-8 test";
+  if (!kfmm::expansion_order_built(8)) GTEST_SKIP() << kfmm::test_support::not_built_message(8);
   kfmm::Context context;
   kfmm::SimulationConfig config;
   config.fmm = fmm_config(0.05);
