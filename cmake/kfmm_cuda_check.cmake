@@ -9,7 +9,7 @@
 #    then CMake's CUDAToolkit module), writes the configuration headers and registers the ctest
 #    test `cuda_compile_check` (labels `unit;cuda`);
 #  - run by that test as `cmake -DCONFIG=<file> -P kfmm_cuda_check.cmake`: finds the files at test
-#    time, compiles them (library and app files in batches) two at a time, lists failures with their diagnostics.
+#    time, compiles them in batches, two batches at a time, lists failures with their diagnostics.
 # Errors fail the check, and so do the warnings that mean wrong device code: a host function
 # called from device code (cross-execution-space-call, made an error) and ptxas warnings (stack
 # size that cannot be determined, e.g. recursion), read from the output.
@@ -192,13 +192,11 @@ foreach(directory ${directories})
     endif()
   endforeach()
   list(LENGTH members member_count)
-  # Batches of about equal size: n files in ceil(n / BATCH_SIZE) batches. Test files one by one:
-  # their helpers share names across files (each in its own anonymous namespace), so together
-  # they clash, and they are quick alone (device side only).
+  # Batches of about equal size: n files in ceil(n / BATCH_SIZE) batches, test files too (a
+  # test file's helpers live in its anonymous namespace, so two files with a helper of the same
+  # name clash in a batch: the batch is then checked file by file, which passes but costs time;
+  # shared helpers belong in a header of unit_tests/, such as device_views.hpp).
   math(EXPR batch_count "(${member_count} + ${BATCH_SIZE} - 1) / ${BATCH_SIZE}")
-  if(directory MATCHES "^unit_tests")
-    set(batch_count ${member_count})
-  endif()
   math(EXPR last_batch "${batch_count} - 1")
   string(REPLACE "/" "_" stem "${directory}")
   foreach(b RANGE 0 ${last_batch})

@@ -6,7 +6,8 @@
 #   2. the CUDA compile check (`ctest -L cuda`): every library, app and unit-test source compiled
 #      by nvcc for sm_90 against Kokkos 5.2.2's headers (SKIPPED where nvcc is absent);
 #   3. ASan + UBSan build of the test executables in build-sanitizers/ (expansion order 7; the
-#      library instrumented, the tests' own code not: KFMM_SANITIZE_TESTS=OFF), their
+#      library instrumented, its expansion passes with ASan only, the tests' own code not:
+#      KFMM_SANITIZE_TESTS=OFF), their
 #      one-rank tests at 2 threads in both kernel shapes (`ctest -L unit -LE 'slow|kokkos5|cuda|hard'
 #      -E '[.]np1[.]t1$|install|^apps[.]'`; the compile checks compile nothing sanitizers could see,
 #      the accuracy suite on hard distributions runs the code of the fmm suite on more inputs).

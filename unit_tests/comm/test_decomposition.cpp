@@ -1,5 +1,7 @@
 #include <kfmm/comm/decomposition.hpp>
 
+#include <device_views.hpp>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,12 +16,7 @@ namespace {
 using kfmm::Context;
 using Memory = kfmm::MemorySpace;
 
-template <class T>
-Kokkos::View<T*, Memory> device_view(std::vector<T> const& values, char const* name) {
-  Kokkos::View<T*, Memory> view(std::string(name), values.size());
-  Kokkos::deep_copy(view, Kokkos::View<T const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(values.data(), values.size()));
-  return view;
-}
+using kfmm::test_support::device_view;
 
 template <class View>
 std::vector<typename View::non_const_value_type> to_vector(View const& view, std::size_t n) {

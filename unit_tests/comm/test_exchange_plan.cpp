@@ -1,5 +1,7 @@
 #include <kfmm/comm/exchange_plan.hpp>
 
+#include <device_views.hpp>
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -17,12 +19,7 @@ using Memory = kfmm::MemorySpace;
 std::size_t default_count(int rank) { return 1000 + 37 * std::size_t(rank); }
 std::uint64_t label(int rank, std::size_t i) { return std::uint64_t(rank) * 1000000 + i; }
 
-template <class T>
-Kokkos::View<T*, Memory> device_view(std::vector<T> const& values, char const* name) {
-  Kokkos::View<T*, Memory> view(std::string(name), values.size());
-  Kokkos::deep_copy(view, Kokkos::View<T const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(values.data(), values.size()));
-  return view;
-}
+using kfmm::test_support::device_view;
 
 template <class View>
 auto on_host(View const& view) {

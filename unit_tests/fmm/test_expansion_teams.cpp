@@ -4,6 +4,7 @@
 // several source batches, particle tiles and child chunks; results independent of the team size.
 #include <kfmm/fmm/expansion_teams.hpp>
 #include <built_orders.hpp>
+#include <fmm/one_lane_expansion.hpp>
 
 #include <gtest/gtest.h>
 
@@ -17,6 +18,7 @@ namespace {
 
 using namespace kfmm;
 using kfmm::detail::TeamShape;
+namespace one_lane = kfmm::test_support::one_lane;
 
 template <class T>
 ScalarView<T> device_view(std::vector<T> const& values) {
@@ -122,7 +124,7 @@ void expect_m2l_teams_match_one_lane() {
   for (int g = 0; g < 3; ++g)
     for (int e = offset[g]; e < offset[g + 1]; ++e) {
       int const a = target[g], b = source[e];
-      m2l<kind, P>(M[b].data(), Real(scale[b]), Real(centre[a][0] - centre[b][0]), Real(centre[a][1] - centre[b][1]),
+      one_lane::m2l<kind, P>(M[b].data(), Real(scale[b]), Real(centre[a][0] - centre[b][0]), Real(centre[a][1] - centre[b][1]),
                    Real(centre[a][2] - centre[b][2]), h, Real(scale[a]), want[a].data());
     }
 
@@ -222,12 +224,12 @@ void expect_upward_and_downward_teams_match_one_lane() {
   for (int node = 1; node < nodes; ++node)
     for (int i = t.pbegin[node]; i < t.pend[node]; ++i) {
       double const inv = 1.0 / t.scale[node];
-      p2m<P>(Real(t.mass[i]), Real((t.pos[i][0] - t.centre[node][0]) * inv),
+      one_lane::p2m<P>(Real(t.mass[i]), Real((t.pos[i][0] - t.centre[node][0]) * inv),
              Real((t.pos[i][1] - t.centre[node][1]) * inv), Real((t.pos[i][2] - t.centre[node][2]) * inv),
              want[node].data());
     }
   for (int child = 1; child < nodes; ++child)
-    m2m<P>(want[child].data(), Real(t.scale[child]), Real(t.centre[child][0]), Real(t.centre[child][1]),
+    one_lane::m2m<P>(want[child].data(), Real(t.scale[child]), Real(t.centre[child][0]), Real(t.centre[child][1]),
            Real(t.centre[child][2]), Real(1), want[0].data());
 
   // L2L from a root expansion into the children (not the remote one), L2P at their particles.
@@ -240,7 +242,7 @@ void expect_upward_and_downward_teams_match_one_lane() {
     for (auto& v : L0[child]) v = Real(u(rng));  // L2L adds to what is there
     L_want[child] = L0[child];
     if (t.flags[child] & node_remote) continue;
-    l2l<P>(L0[0].data(), Real(1), Real(t.centre[child][0]), Real(t.centre[child][1]), Real(t.centre[child][2]),
+    one_lane::l2l<P>(L0[0].data(), Real(1), Real(t.centre[child][0]), Real(t.centre[child][1]), Real(t.centre[child][2]),
            Real(t.scale[child]), L_want[child].data());
   }
   L_want[0] = L0[0];
@@ -284,7 +286,7 @@ void expect_upward_and_downward_teams_match_one_lane() {
         }
         double const inv = 1.0 / t.scale[node];
         Real p, gx, gy, gz;
-        l2p<P>(got_L[node].data(), Real(t.scale[node]), Real((t.pos[i][0] - t.centre[node][0]) * inv),
+        one_lane::l2p<P>(got_L[node].data(), Real(t.scale[node]), Real((t.pos[i][0] - t.centre[node][0]) * inv),
                Real((t.pos[i][1] - t.centre[node][1]) * inv), Real((t.pos[i][2] - t.centre[node][2]) * inv), p, gx,
                gy, gz);
         double const g = std::sqrt(double(gx) * gx + double(gy) * gy + double(gz) * gz);
@@ -326,7 +328,7 @@ void expect_streamed_l2p_matches() {
   for (int i = 0; i < 20; ++i) {
     Real const x = Real(u(rng)), y = Real(u(rng)), z = Real(u(rng));
     Real p1, x1, y1, z1, p2, x2, y2, z2;
-    l2p<P>(L, Real(0.5), x, y, z, p1, x1, y1, z1);
+    one_lane::l2p<P>(L, Real(0.5), x, y, z, p1, x1, y1, z1);
     detail::l2p_streamed<P>(L, Real(0.5), x, y, z, p2, x2, y2, z2);
     double const g = std::sqrt(double(x1) * x1 + double(y1) * y1 + double(z1) * z1);
     EXPECT_NEAR(double(p2), double(p1), tolerance<Real>() * std::abs(double(p1)));

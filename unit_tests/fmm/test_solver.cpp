@@ -21,7 +21,7 @@ namespace {
 
 using namespace kfmm;
 
-struct Errors {
+struct ForceErrors {
   double force_l2 = 0;   // E = sqrt(Σ|a − a_d|² / Σ|a_d|²)
   double p99 = 0;        // 99th percentile of per-particle relative force errors
   double max = 0;
@@ -41,7 +41,7 @@ class SolverTest : public testing::Test {
   }
 
   // FMM (input order) vs direct summation over all ranks' particles.
-  Errors compare(Particles<MemorySpace> const& particles, FMMConfig const& config) {
+  ForceErrors compare(Particles<MemorySpace> const& particles, FMMConfig const& config) {
     ForceSolver solver(world, config);
     ScalarView<double> pot;
     Vec3View<double> acc;
@@ -78,7 +78,7 @@ class SolverTest : public testing::Test {
     MPI_Allgatherv(relative.data(), local_count, MPI_DOUBLE, all.data(), counts.data(), offsets.data(), MPI_DOUBLE,
                    world.comm());
     std::sort(all.begin(), all.end());
-    Errors e;
+    ForceErrors e;
     e.force_l2 = std::sqrt(global[0] / global[1]);
     e.potential_l2 = std::sqrt(global[2] / global[3]);
     e.p99 = all[static_cast<std::size_t>(0.99 * (all.size() - 1))];
@@ -90,7 +90,7 @@ class SolverTest : public testing::Test {
 TEST_F(SolverTest, DefaultsMeetTheAccuracyTargetOnUniformPlummerAndClumps) {
   FMMConfig const config;
   for (ICKind kind : {ICKind::Uniform, ICKind::Plummer, ICKind::GaussianClumps}) {
-    Errors const e = compare(make(kind, 20000), config);
+    ForceErrors const e = compare(make(kind, 20000), config);
     EXPECT_LE(e.force_l2, 3e-4) << to_string(kind);
     EXPECT_LE(e.p99, 3e-3) << to_string(kind);
     EXPECT_LE(e.potential_l2, 3e-4) << to_string(kind);
@@ -234,7 +234,7 @@ TEST_F(SolverTest, BothKernelsOverTheSofteningRange) {
       FMMConfig config;
       config.softening = kind;
       config.softening_length = eps;
-      Errors const e = compare(particles, config);
+      ForceErrors const e = compare(particles, config);
       EXPECT_LE(e.force_l2, 3e-4) << to_string(kind) << " eps " << eps;
       EXPECT_LE(e.potential_l2, 3e-4) << to_string(kind) << " eps " << eps;
     }
@@ -270,7 +270,7 @@ TEST_F(SolverTest, DegenerateInputsGiveFiniteAccurateForces) {
   FMMConfig config;
   config.softening_length = 1e-3;
   for (int kind : {0, 1, 2}) {
-    Errors const e = compare(degenerate(world, kind), config);
+    ForceErrors const e = compare(degenerate(world, kind), config);
     EXPECT_TRUE(std::isfinite(e.force_l2) && std::isfinite(e.max)) << kind;
     EXPECT_LE(e.force_l2, 1e-2) << kind;
     EXPECT_LE(e.potential_l2, 1e-3) << kind;

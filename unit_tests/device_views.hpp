@@ -1,0 +1,19 @@
+#pragma once
+// Test data onto the device: a View in the library's memory space holding a host vector's values.
+#include <kfmm/core/types.hpp>
+
+#include <Kokkos_Core.hpp>
+
+#include <string>
+#include <vector>
+
+namespace kfmm::test_support {
+
+template <class T>
+Kokkos::View<T*, MemorySpace> device_view(std::vector<T> const& values, char const* name) {
+  Kokkos::View<T*, MemorySpace> view(std::string(name), values.size());
+  Kokkos::deep_copy(view, Kokkos::View<T const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(values.data(), values.size()));
+  return view;
+}
+
+}  // namespace kfmm::test_support
