@@ -52,8 +52,10 @@ constexpr int p2p_team_size() {
 }
 
 /// \brief pair_kernel for the GPU-shaped near field: Plummer through the backend's reciprocal
-/// square root (one instruction on GPUs instead of a square root and a division), the spline
-/// as pair_kernel.
+/// square root (one instruction on GPUs instead of a square root and a division); the spline
+/// branches to its Newtonian part beyond its support h, where almost all pairs lie (a thread
+/// rarely diverges from its warp), and is pair_kernel's full formula inside it: the same
+/// operations as pair_kernel on either side of h.
 template <SofteningKind kind, class Real>
 KOKKOS_INLINE_FUNCTION void p2p_pair_kernel(Real r2, Real h, Real& K, Real& F) {
   if constexpr (kind == SofteningKind::Plummer) {
@@ -61,9 +63,52 @@ KOKKOS_INLINE_FUNCTION void p2p_pair_kernel(Real r2, Real h, Real& K, Real& F) {
     K = inv;
     F = inv * inv * inv;
   } else {
-    pair_kernel<kind, Real>(r2, h, K, F);
+    Real const r = compat::math::sqrt(r2);
+    if (r < h) {
+      pair_kernel<kind, Real>(r2, h, K, F);
+    } else {
+      Real const inv = Real(1) / r;
+      K = inv;
+      F = inv * inv * inv;
+    }
   }
 }
+
+namespace detail {
+/// One block of W sources of p2p_sources() (first … first + W − 1) with pair_kernel. With
+/// `newtonian`, the caller has checked that every pair of the block lies beyond the kernel's
+/// support (r ≥ h, which is every pair of the spline but the closest): K = 1/r and F = 1/r³,
+/// the operations pair_kernel selects there. (The compiler may contract the sums into fused
+/// multiply-adds differently in the two loops: equal to rounding, and deterministic.)
+template <SofteningKind kind, bool newtonian, class Real, int W>
+KOKKOS_FORCEINLINE_FUNCTION void p2p_block(Real const* KOKKOS_RESTRICT x, Real const* KOKKOS_RESTRICT y,
+                                           Real const* KOKKOS_RESTRICT z, Real const* KOKKOS_RESTRICT m, int first,
+                                           int self, Real xi, Real yi, Real zi, Real h, Real* KOKKOS_RESTRICT p,
+                                           Real* KOKKOS_RESTRICT ax, Real* KOKKOS_RESTRICT ay,
+                                           Real* KOKKOS_RESTRICT az) {
+  for (int l = 0; l < W; ++l) {
+    int const j = first + l;
+    Real const dx = xi - x[j], dy = yi - y[j], dz = zi - z[j];
+    Real const r2 = dx * dx + dy * dy + dz * dz;
+    // The target itself and unsoftened coincident pairs contribute nothing.
+    bool const excluded = (j == self) | (r2 + h * h == Real(0));
+    Real K, F;
+    if constexpr (newtonian) {
+      Real const inv = Real(1) / compat::math::sqrt(excluded ? Real(1) : r2);
+      K = inv;
+      F = inv * inv * inv;
+    } else {
+      pair_kernel<kind, Real>(excluded ? Real(1) : r2, h, K, F);
+    }
+    Real const w = excluded ? Real(0) : m[j];
+    p[l] += w * K;
+    Real const wf = w * F;
+    ax[l] -= wf * dx;
+    ay[l] -= wf * dy;
+    az[l] -= wf * dz;
+  }
+}
+}  // namespace detail
 
 /// \brief One target particle against `count` gathered sources (positions relative to the
 /// target leaf's centre; `count` a multiple of W, padding sources of mass 0): accumulates
@@ -77,20 +122,22 @@ KOKKOS_INLINE_FUNCTION void p2p_sources(Real const* KOKKOS_RESTRICT x, Real cons
                                         Real& gz) {
   Real p[W] = {}, ax[W] = {}, ay[W] = {}, az[W] = {};
   for (int first = 0; first < count; first += W) {
-    for (int l = 0; l < W; ++l) {
-      int const j = first + l;
-      Real const dx = xi - x[j], dy = yi - y[j], dz = zi - z[j];
-      Real const r2 = dx * dx + dy * dy + dz * dz;
-      // The target itself and unsoftened coincident pairs contribute nothing.
-      bool const excluded = (j == self) | (r2 + h * h == Real(0));
-      Real K, F;
-      pair_kernel<kind, Real>(excluded ? Real(1) : r2, h, K, F);
-      Real const w = excluded ? Real(0) : m[j];
-      p[l] += w * K;
-      Real const wf = w * F;
-      ax[l] -= wf * dx;
-      ay[l] -= wf * dy;
-      az[l] -= wf * dz;
+    if constexpr (kind == SofteningKind::Spline) {
+      // The spline's polynomial only for blocks with a pair inside its support h; the others
+      // (nearly all, for leaves wider than a few ε) take the Newtonian loop.
+      int inside = 0;
+      for (int l = 0; l < W; ++l) {
+        int const j = first + l;
+        Real const dx = xi - x[j], dy = yi - y[j], dz = zi - z[j];
+        Real const r = compat::math::sqrt(dx * dx + dy * dy + dz * dz);
+        inside |= int(j != self) & int(r < h);
+      }
+      if (inside)
+        detail::p2p_block<kind, false, Real, W>(x, y, z, m, first, self, xi, yi, zi, h, p, ax, ay, az);
+      else
+        detail::p2p_block<kind, true, Real, W>(x, y, z, m, first, self, xi, yi, zi, h, p, ax, ay, az);
+    } else {
+      detail::p2p_block<kind, false, Real, W>(x, y, z, m, first, self, xi, yi, zi, h, p, ax, ay, az);
     }
   }
   for (int l = 0; l < W; ++l) {
