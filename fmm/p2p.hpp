@@ -172,6 +172,7 @@ struct Avx512<float> {
   static Vector rsqrt(Vector a) { return _mm512_rsqrt14_ps(a); }
   static Vector blend(Mask k, Vector a, Vector b) { return _mm512_mask_blend_ps(k, a, b); }
   static Mask nonzero(Vector a) { return _mm512_cmp_ps_mask(a, _mm512_setzero_ps(), _CMP_NEQ_OQ); }
+  static Mask less(Vector a, Vector b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
   /// Lanes whose source index first + l differs from `self`.
   static Mask not_self(int first, int self) {
     __m512i const lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
@@ -197,6 +198,7 @@ struct Avx512<double> {
   static Vector rsqrt(Vector a) { return _mm512_rsqrt14_pd(a); }
   static Vector blend(Mask k, Vector a, Vector b) { return _mm512_mask_blend_pd(k, a, b); }
   static Mask nonzero(Vector a) { return _mm512_cmp_pd_mask(a, _mm512_setzero_pd(), _CMP_NEQ_OQ); }
+  static Mask less(Vector a, Vector b) { return _mm512_cmp_pd_mask(a, b, _CMP_LT_OQ); }
   static Mask not_self(int first, int self) {
     __m512i const lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
     return _mm512_cmpneq_epi64_mask(_mm512_add_epi64(lane, _mm512_set1_epi64(first)), _mm512_set1_epi64(self));
@@ -255,7 +257,83 @@ inline void p2p_plummer_avx512(Real const* x, Real const* y, Real const* z, Real
   }
 }
 
+/// \brief The spline loop of p2p_sources() in AVX-512 registers: a block of sources all beyond
+/// the support h (every pair but the closest) is Newtonian, 1/r from rsqrt14 and Newton steps as
+/// in the Plummer loop; a block with a pair inside h (the target itself aside) takes the full
+/// formula, lane by lane (p2p_block). Partial sum j mod lanes, added in lane order at the end.
+template <class Real>
+inline void p2p_spline_avx512(Real const* x, Real const* y, Real const* z, Real const* m, int count, int self,
+                              Real xi, Real yi, Real zi, Real h, Real& phi, Real& gx, Real& gy, Real& gz) {
+  using S = Avx512<Real>;
+  using V = typename S::Vector;
+  V p = S::set1(0), ax = p, ay = p, az = p;
+  V const tx = S::set1(xi), ty = S::set1(yi), tz = S::set1(zi);
+  V const h2 = S::set1(h * h), one = S::set1(1), half = S::set1(Real(0.5)), three = S::set1(3);
+  for (int first = 0; first < count; first += S::lanes) {
+    V const dx = S::sub(tx, S::load(x + first));
+    V const dy = S::sub(ty, S::load(y + first));
+    V const dz = S::sub(tz, S::load(z + first));
+    V s = S::fmadd(dz, dz, S::fmadd(dy, dy, S::mul(dx, dx)));
+    typename S::Mask const others = S::not_self(first, self);
+    if (S::less(s, h2) & others) {
+      Real lanes[4][S::lanes] = {};
+      p2p_block<SofteningKind::Spline, false, Real, S::lanes>(x, y, z, m, first, self, xi, yi, zi, h, lanes[0],
+                                                               lanes[1], lanes[2], lanes[3]);
+      p = S::add(p, S::load(lanes[0]));
+      ax = S::add(ax, S::load(lanes[1]));
+      ay = S::add(ay, S::load(lanes[2]));
+      az = S::add(az, S::load(lanes[3]));
+      continue;
+    }
+    // Every other pair has s ≥ h² > 0 (h = 0: coincident pairs are excluded, mass 0, s = 1).
+    typename S::Mask const kept = S::nonzero(s) & others;
+    s = S::blend(kept, one, s);
+    V const mass = S::load(kept, m + first);
+    V inv = S::rsqrt(s);
+    for (int step = 0; step < S::newton_steps; ++step)  // 1/sqrt(s) ≈ y (3 − s y²) / 2
+      inv = S::mul(S::mul(half, inv), S::fnmadd(S::mul(s, inv), inv, three));
+    V const wk = S::mul(mass, inv);
+    p = S::add(p, wk);
+    V const wf = S::mul(wk, S::mul(inv, inv));
+    ax = S::fnmadd(wf, dx, ax);
+    ay = S::fnmadd(wf, dy, ay);
+    az = S::fnmadd(wf, dz, az);
+  }
+  Real lanes[4][S::lanes];
+  S::store(lanes[0], p);
+  S::store(lanes[1], ax);
+  S::store(lanes[2], ay);
+  S::store(lanes[3], az);
+  for (int l = 0; l < S::lanes; ++l) {
+    phi += lanes[0][l];
+    gx += lanes[1][l];
+    gy += lanes[2][l];
+    gz += lanes[3][l];
+  }
+}
+
 }  // namespace detail
+
+/// \brief The spline loop on AVX-512 CPUs, float and double: see detail::p2p_spline_avx512.
+template <>
+inline void p2p_sources<SofteningKind::Spline, float, 16>(float const* KOKKOS_RESTRICT x,
+                                                          float const* KOKKOS_RESTRICT y,
+                                                          float const* KOKKOS_RESTRICT z,
+                                                          float const* KOKKOS_RESTRICT m, int count, int self,
+                                                          float xi, float yi, float zi, float h, float& phi,
+                                                          float& gx, float& gy, float& gz) {
+  detail::p2p_spline_avx512<float>(x, y, z, m, count, self, xi, yi, zi, h, phi, gx, gy, gz);
+}
+
+template <>
+inline void p2p_sources<SofteningKind::Spline, double, 16>(double const* KOKKOS_RESTRICT x,
+                                                           double const* KOKKOS_RESTRICT y,
+                                                           double const* KOKKOS_RESTRICT z,
+                                                           double const* KOKKOS_RESTRICT m, int count, int self,
+                                                           double xi, double yi, double zi, double h, double& phi,
+                                                           double& gx, double& gy, double& gz) {
+  detail::p2p_spline_avx512<double>(x, y, z, m, count, self, xi, yi, zi, h, phi, gx, gy, gz);
+}
 
 /// \brief The Plummer loop (the default near field) on AVX-512 CPUs, float and double: see
 /// detail::p2p_plummer_avx512.

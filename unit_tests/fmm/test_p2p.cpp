@@ -90,9 +90,10 @@ void expect_both_kernels(double tolerance) {
 }
 
 // The spline's blocks of sources whose pairs all lie beyond its support h take a Newtonian loop
-// (issue 17): the sums equal those of the full formula in every block to rounding (a few units
-// in the last place: the compiler may fuse the two loops' multiply-adds differently), blocks
-// with a pair inside h or none, the target itself among the sources or not.
+// (issue 17; on AVX-512 with 1/r from rsqrt14 and Newton steps): the sums equal those of the
+// full formula in every block to rounding, blocks with a pair inside h or none, the target
+// itself among the sources or not. (A block sent the wrong way would be off by the kernel's
+// difference inside h, orders of magnitude more at h = 0.4.)
 template <class Real>
 void expect_spline_blocks_match_the_full_formula() {
   std::mt19937 rng(5);
@@ -120,7 +121,7 @@ void expect_spline_blocks_match_the_full_formula() {
         want_g[1] += ay[l];
         want_g[2] += az[l];
       }
-      double const ulps = 8 * std::numeric_limits<Real>::epsilon();
+      double const ulps = 64 * std::numeric_limits<Real>::epsilon();
       double const g_norm = std::sqrt(double(want_g[0]) * want_g[0] + double(want_g[1]) * want_g[1] +
                                       double(want_g[2]) * want_g[2]);
       EXPECT_NEAR(double(phi), double(want), ulps * std::abs(double(want))) << "h " << h << " self " << self;
