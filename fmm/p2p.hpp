@@ -125,12 +125,13 @@ KOKKOS_INLINE_FUNCTION void p2p_sources(Real const* KOKKOS_RESTRICT x, Real cons
     if constexpr (kind == SofteningKind::Spline) {
       // The spline's polynomial only for blocks with a pair inside its support h; the others
       // (nearly all, for leaves wider than a few ε) take the Newtonian loop.
+      // r² < h², as the AVX-512 loop tests: no square root spent on the test.
       int inside = 0;
+      Real const h2 = h * h;
       for (int l = 0; l < W; ++l) {
         int const j = first + l;
         Real const dx = xi - x[j], dy = yi - y[j], dz = zi - z[j];
-        Real const r = compat::math::sqrt(dx * dx + dy * dy + dz * dz);
-        inside |= int(j != self) & int(r < h);
+        inside |= int(j != self) & int(dx * dx + dy * dy + dz * dz < h2);
       }
       if (inside)
         detail::p2p_block<kind, false, Real, W>(x, y, z, m, first, self, xi, yi, zi, h, p, ax, ay, az);
@@ -206,18 +207,56 @@ struct Avx512<double> {
   static void store(double* p, Vector a) { _mm512_storeu_pd(p, a); }
 };
 
-/// \brief The Plummer loop of p2p_sources() in AVX-512 registers: 1/sqrt from rsqrt14 refined
-/// by Newton steps to the precision of Real instead of a square root and a division, which
-/// bound the portable loop (both run on the unpipelined vector divider). Partial sum j mod
-/// lanes, added in lane order at the end: deterministic like the portable loop.
+/// The partial sums of the AVX-512 loops: source j in lane j mod lanes, added in lane order at
+/// the end, so the result is deterministic like the portable loop's.
+template <class Real>
+struct Avx512Sums {
+  using S = Avx512<Real>;
+  using V = typename S::Vector;
+  V p = S::set1(0), ax = S::set1(0), ay = S::set1(0), az = S::set1(0);
+
+  /// One block with K = 1/sqrt(s) (s > 0 in every lane) from rsqrt14 refined by Newton steps to
+  /// the precision of Real, instead of a square root and a division, which bound the portable
+  /// loop (both run on the unpipelined vector divider): p += m K, a −= m K³ d.
+  void add_inverse_sqrt(V s, V mass, V dx, V dy, V dz) {
+    V const half = S::set1(Real(0.5)), three = S::set1(3);
+    V inv = S::rsqrt(s);
+    for (int step = 0; step < S::newton_steps; ++step)  // 1/sqrt(s) ≈ y (3 − s y²) / 2
+      inv = S::mul(S::mul(half, inv), S::fnmadd(S::mul(s, inv), inv, three));
+    V const wk = S::mul(mass, inv);
+    p = S::add(p, wk);
+    V const wf = S::mul(wk, S::mul(inv, inv));
+    ax = S::fnmadd(wf, dx, ax);
+    ay = S::fnmadd(wf, dy, ay);
+    az = S::fnmadd(wf, dz, az);
+  }
+
+  /// Adds the lanes in order to (phi, gx, gy, gz).
+  void finish(Real& phi, Real& gx, Real& gy, Real& gz) const {
+    Real lanes[4][S::lanes];
+    S::store(lanes[0], p);
+    S::store(lanes[1], ax);
+    S::store(lanes[2], ay);
+    S::store(lanes[3], az);
+    for (int l = 0; l < S::lanes; ++l) {
+      phi += lanes[0][l];
+      gx += lanes[1][l];
+      gy += lanes[2][l];
+      gz += lanes[3][l];
+    }
+  }
+};
+
+/// \brief The Plummer loop of p2p_sources() in AVX-512 registers (Avx512Sums: rsqrt14 and
+/// Newton steps, deterministic partial sums).
 template <class Real>
 inline void p2p_plummer_avx512(Real const* x, Real const* y, Real const* z, Real const* m, int count, int self,
                                Real xi, Real yi, Real zi, Real h, Real& phi, Real& gx, Real& gy, Real& gz) {
   using S = Avx512<Real>;
   using V = typename S::Vector;
-  V p = S::set1(0), ax = p, ay = p, az = p;
+  Avx512Sums<Real> sums;
   V const tx = S::set1(xi), ty = S::set1(yi), tz = S::set1(zi);
-  V const h2 = S::set1(h * h), one = S::set1(1), half = S::set1(Real(0.5)), three = S::set1(3);
+  V const h2 = S::set1(h * h), one = S::set1(1);
   // With softening every s ≥ h² > 0, so only the block holding the target itself needs masks.
   bool const softened = h * h > Real(0);
   int const self_block = self >= 0 ? self - self % S::lanes : -1;
@@ -234,41 +273,23 @@ inline void p2p_plummer_avx512(Real const* x, Real const* y, Real const* z, Real
       s = S::blend(kept, one, s);
       mass = S::load(kept, m + first);
     }
-    V inv = S::rsqrt(s);
-    for (int step = 0; step < S::newton_steps; ++step)  // 1/sqrt(s) ≈ y (3 − s y²) / 2
-      inv = S::mul(S::mul(half, inv), S::fnmadd(S::mul(s, inv), inv, three));
-    V const wk = S::mul(mass, inv);
-    p = S::add(p, wk);
-    V const wf = S::mul(wk, S::mul(inv, inv));
-    ax = S::fnmadd(wf, dx, ax);
-    ay = S::fnmadd(wf, dy, ay);
-    az = S::fnmadd(wf, dz, az);
+    sums.add_inverse_sqrt(s, mass, dx, dy, dz);
   }
-  Real lanes[4][S::lanes];
-  S::store(lanes[0], p);
-  S::store(lanes[1], ax);
-  S::store(lanes[2], ay);
-  S::store(lanes[3], az);
-  for (int l = 0; l < S::lanes; ++l) {
-    phi += lanes[0][l];
-    gx += lanes[1][l];
-    gy += lanes[2][l];
-    gz += lanes[3][l];
-  }
+  sums.finish(phi, gx, gy, gz);
 }
 
 /// \brief The spline loop of p2p_sources() in AVX-512 registers: a block of sources all beyond
 /// the support h (every pair but the closest) is Newtonian, 1/r from rsqrt14 and Newton steps as
-/// in the Plummer loop; a block with a pair inside h (the target itself aside) takes the full
-/// formula, lane by lane (p2p_block). Partial sum j mod lanes, added in lane order at the end.
+/// in the Plummer loop (Avx512Sums); a block with a pair inside h (the target itself aside)
+/// takes the full formula, lane by lane (p2p_block).
 template <class Real>
 inline void p2p_spline_avx512(Real const* x, Real const* y, Real const* z, Real const* m, int count, int self,
                               Real xi, Real yi, Real zi, Real h, Real& phi, Real& gx, Real& gy, Real& gz) {
   using S = Avx512<Real>;
   using V = typename S::Vector;
-  V p = S::set1(0), ax = p, ay = p, az = p;
+  Avx512Sums<Real> sums;
   V const tx = S::set1(xi), ty = S::set1(yi), tz = S::set1(zi);
-  V const h2 = S::set1(h * h), one = S::set1(1), half = S::set1(Real(0.5)), three = S::set1(3);
+  V const h2 = S::set1(h * h), one = S::set1(1);
   for (int first = 0; first < count; first += S::lanes) {
     V const dx = S::sub(tx, S::load(x + first));
     V const dy = S::sub(ty, S::load(y + first));
@@ -279,37 +300,18 @@ inline void p2p_spline_avx512(Real const* x, Real const* y, Real const* z, Real 
       Real lanes[4][S::lanes] = {};
       p2p_block<SofteningKind::Spline, false, Real, S::lanes>(x, y, z, m, first, self, xi, yi, zi, h, lanes[0],
                                                                lanes[1], lanes[2], lanes[3]);
-      p = S::add(p, S::load(lanes[0]));
-      ax = S::add(ax, S::load(lanes[1]));
-      ay = S::add(ay, S::load(lanes[2]));
-      az = S::add(az, S::load(lanes[3]));
+      sums.p = S::add(sums.p, S::load(lanes[0]));
+      sums.ax = S::add(sums.ax, S::load(lanes[1]));
+      sums.ay = S::add(sums.ay, S::load(lanes[2]));
+      sums.az = S::add(sums.az, S::load(lanes[3]));
       continue;
     }
     // Every other pair has s ≥ h² > 0 (h = 0: coincident pairs are excluded, mass 0, s = 1).
     typename S::Mask const kept = S::nonzero(s) & others;
     s = S::blend(kept, one, s);
-    V const mass = S::load(kept, m + first);
-    V inv = S::rsqrt(s);
-    for (int step = 0; step < S::newton_steps; ++step)  // 1/sqrt(s) ≈ y (3 − s y²) / 2
-      inv = S::mul(S::mul(half, inv), S::fnmadd(S::mul(s, inv), inv, three));
-    V const wk = S::mul(mass, inv);
-    p = S::add(p, wk);
-    V const wf = S::mul(wk, S::mul(inv, inv));
-    ax = S::fnmadd(wf, dx, ax);
-    ay = S::fnmadd(wf, dy, ay);
-    az = S::fnmadd(wf, dz, az);
+    sums.add_inverse_sqrt(s, S::load(kept, m + first), dx, dy, dz);
   }
-  Real lanes[4][S::lanes];
-  S::store(lanes[0], p);
-  S::store(lanes[1], ax);
-  S::store(lanes[2], ay);
-  S::store(lanes[3], az);
-  for (int l = 0; l < S::lanes; ++l) {
-    phi += lanes[0][l];
-    gx += lanes[1][l];
-    gy += lanes[2][l];
-    gz += lanes[3][l];
-  }
+  sums.finish(phi, gx, gy, gz);
 }
 
 }  // namespace detail

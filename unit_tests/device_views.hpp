@@ -10,7 +10,7 @@
 namespace kfmm::test_support {
 
 template <class T>
-Kokkos::View<T*, MemorySpace> device_view(std::vector<T> const& values, char const* name) {
+Kokkos::View<T*, MemorySpace> device_view(std::vector<T> const& values, char const* name = "test") {
   Kokkos::View<T*, MemorySpace> view(std::string(name), values.size());
   Kokkos::deep_copy(view, Kokkos::View<T const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(values.data(), values.size()));
   return view;

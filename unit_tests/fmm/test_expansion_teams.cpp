@@ -4,6 +4,7 @@
 // several source batches, particle tiles and child chunks; results independent of the team size.
 #include <kfmm/fmm/expansion_teams.hpp>
 #include <built_orders.hpp>
+#include <device_views.hpp>
 #include <fmm/one_lane_expansion.hpp>
 
 #include <gtest/gtest.h>
@@ -20,14 +21,7 @@ using namespace kfmm;
 using kfmm::detail::TeamShape;
 namespace one_lane = kfmm::test_support::one_lane;
 
-template <class T>
-ScalarView<T> device_view(std::vector<T> const& values) {
-  ScalarView<T> view("test", values.size());
-  auto host = Kokkos::create_mirror_view(view);
-  for (std::size_t i = 0; i < values.size(); ++i) host(i) = values[i];
-  Kokkos::deep_copy(view, host);
-  return view;
-}
+using kfmm::test_support::device_view;
 
 Vec3View<double> device_vec3(std::vector<std::array<double, 3>> const& values) {
   Vec3View<double> view("test", values.size());
