@@ -3,6 +3,7 @@
 // the Kokkos allocations per particle (what sizes a run on a GPU).
 #include "commands.hpp"
 #include "fmm_options.hpp"
+#include "input_options.hpp"
 
 #include <kfmm/comm/initial_conditions.hpp>
 #include <kfmm/core/kernel_shape.hpp>
@@ -25,6 +26,7 @@ namespace {
 struct BenchOptions {
   std::string ic = "clumps";
   std::string input;
+  std::string duplicate_ids = "reject";
   std::uint64_t n = 1000000;
   std::uint64_t seed = ICOptions{}.seed;
   int clumps = ICOptions{}.clumps;
@@ -93,7 +95,7 @@ void bench(Environment const& environment, BenchOptions const& options, FMMConfi
   Particles<HostSpace> host;
   std::string source;
   if (!options.input.empty()) {
-    host = read_particles(context, options.input);
+    host = read_particles(context, options.input, nullptr, nullptr, parse_duplicate_id_policy(options.duplicate_ids));
     source = options.input;
   } else {
     ICOptions ic;
@@ -231,6 +233,7 @@ void add_bench_command(CLI::App& app, Environment& environment) {
       ->capture_default_str()
       ->check(CLI::IsMember(kinds));
   command->add_option("--input", options->input, "read particles from this file instead");
+  add_duplicate_ids_option(command, options->duplicate_ids);
   command->add_option("--n", options->n, "number of particles")->capture_default_str()->check(CLI::PositiveNumber);
   command->add_option("--seed", options->seed, "random seed")->capture_default_str();
   command->add_option("--clumps", options->clumps, "Gaussian clumps")->capture_default_str();

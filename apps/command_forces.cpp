@@ -3,6 +3,7 @@
 // with --check, also their error against direct summation on N targets.
 #include "commands.hpp"
 #include "fmm_options.hpp"
+#include "input_options.hpp"
 
 #include <kfmm/fmm/accuracy.hpp>
 #include <kfmm/fmm/solver.hpp>
@@ -19,11 +20,13 @@ struct ForcesOptions {
   std::string file_precision = "float";
   int compression = 0;
   std::uint64_t check = 0;  ///< targets to compare with direct summation (0: none)
+  std::string duplicate_ids = "reject";
 };
 
 void compute_forces(Context const& context, ForcesOptions const& options, FMMConfig const& config) {
   SnapshotHeader header;
-  auto host = read_particles(context, options.input, &header);
+  auto host = read_particles(context, options.input, &header, nullptr,
+                             parse_duplicate_id_policy(options.duplicate_ids));
   auto particles = to_device(host);
   ForceSolver solver(context, config);
   solver.compute(particles);
@@ -79,6 +82,7 @@ void add_forces_command(CLI::App& app, Environment& environment) {
                       "compare the forces of this many targets (chosen by id hash; all when ≥ N) with double-precision "
                       "direct summation and print E, median, 99%, 99.9% and max of the per-particle relative error")
       ->capture_default_str();
+  add_duplicate_ids_option(command, options->duplicate_ids);
   add_fmm_options(command, fmm);
   command->callback([options, fmm, &environment] {
     FMMConfig config;

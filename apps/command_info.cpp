@@ -65,8 +65,9 @@ std::string format_value(ParameterValue const& value) {
 void print_info(Context const& context, std::string const& path) {
   SnapshotHeader header;
   ForceFields fields;
-  auto const particles = read_particles(context, path, &header, &fields);
+  auto const particles = read_particles(context, path, &header, &fields, DuplicateIdPolicy::Keep);
   FileSummary const s = summarise(context, particles, fields);
+  IdRepeats const repeats = find_repeated_ids(context, particles);
   if (!context.is_root()) return;
   auto const vec = [](std::array<double, 3> const& v, double scale) {
     return fmt::format("({:.6g}, {:.6g}, {:.6g})", v[0] * scale, v[1] * scale, v[2] * scale);
@@ -80,6 +81,9 @@ void print_info(Context const& context, std::string const& path) {
              header.units.name, header.units.length_in_cm, header.units.mass_in_g, header.units.velocity_in_cm_per_s,
              header.units.G);
   fmt::print("total mass           {:.9g}\n", s.mass);
+  fmt::print("particle ids         {}\n", repeats ? "REPEATED: " + describe(repeats) +
+                                                      " (forces and run reject the file unless told to renumber)"
+                                                : std::string("unique"));
   if (particles.num_total > 0) {
     fmt::print("bounding box         {} .. {}\n", vec(s.low, 1), vec(s.high, 1));
     fmt::print("centre of mass       {}\n", vec(s.mass_position, inverse_mass));

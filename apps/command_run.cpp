@@ -145,9 +145,10 @@ void run(Environment& environment, RunOptions const& options) {
   Particles<HostSpace> initial;
   if (!options.restart)
     initial = settings.ic_file.empty() ? make_initial_conditions(context, settings.ic)
-                                       : read_particles(context, settings.ic_file, &ic_header);
-  else if (settings.units_from_ic_file)
-    read_particles(context, settings.ic_file, &ic_header);
+                                       : read_particles(context, settings.ic_file, &ic_header, nullptr,
+                                                        settings.ic_duplicate_ids);
+  else if (settings.units_from_ic_file)  // only the header: the particles come from the restart
+    read_particles(context, settings.ic_file, &ic_header, nullptr, DuplicateIdPolicy::Keep);
   if (settings.units_from_ic_file) {
     settings.simulation.units = ic_header.units;
     settings.simulation.fmm.G = ic_header.units.G;

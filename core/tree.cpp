@@ -1,5 +1,7 @@
 #include <kfmm/core/error.hpp>
 #include <kfmm/core/tree.hpp>
+
+#include <limits>
 #include <kfmm/core/view_growth.hpp>
 
 namespace kfmm {
@@ -29,8 +31,10 @@ KOKKOS_INLINE_FUNCTION bool contains(ScalarView<std::uint64_t const> const& sort
 }  // namespace
 
 void build_tree(ExecutionSpace const& space, ScalarView<std::uint64_t const> keys, int n, int leaf_size,
-                ScalarView<std::uint64_t const> forced_split, Tree<>& tree) {
+                ScalarView<std::uint64_t const> forced_split, Tree<>& tree, std::size_t max_nodes) {
   if (leaf_size < 1) fail("leaf_size = {} is invalid; it must be at least 1", leaf_size);
+  if (max_nodes > std::size_t(std::numeric_limits<int>::max()))
+    fail("build_tree: max_nodes = {} exceeds the int index limit {}", max_nodes, std::numeric_limits<int>::max());
   tree.level_offset.assign(1, 0);
   tree.num_nodes = 0;
   if (n == 0) {
@@ -61,7 +65,7 @@ void build_tree(ExecutionSpace const& space, ScalarView<std::uint64_t const> key
     if (count == 0) break;
     if (tree.build_child_count.extent(0) < static_cast<std::size_t>(count)) {
       // No content to keep: plain reallocation, amortised like grow_preserving.
-      std::size_t const size = count + count / 2 + 16;
+      std::size_t const size = std::size_t(count) + count / 2 + 16;
       tree.build_child_count =
           ScalarView<int>(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kfmm::tree::child_count"), size);
       tree.build_bounds =
@@ -84,26 +88,30 @@ void build_tree(ExecutionSpace const& space, ScalarView<std::uint64_t const> key
             std::uint64_t const prefix = code(node) ^ (std::uint64_t(1) << (3 * level));
             int lo = b;
             for (int d = 0; d < 8; ++d) {
-              bounds(9 * i + d) = lo;
+              bounds(9 * std::size_t(i) + d) = lo;
               int const hi = d == 7 ? e : lower_bound(keys, lo, e, ((prefix << 3) | std::uint64_t(d + 1)) << shift);
               if (hi > lo) ++children;
               lo = hi;
             }
-            bounds(9 * i + 8) = e;
+            bounds(9 * std::size_t(i) + 8) = e;
           }
           child_count(i) = children;
         });
-    int added = 0;
+    long long added = 0;
     Kokkos::parallel_scan(
         "kfmm::tree::scan_children", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count),
-        KOKKOS_LAMBDA(int i, int& sum, bool final) {
+        KOKKOS_LAMBDA(int i, long long& sum, bool final) {
           int const c = child_count(i);
-          if (final) child_count(i) = sum;
+          if (final) child_count(i) = static_cast<int>(sum);
           sum += c;
         },
         added);
     int const next = tree.num_nodes;
     std::size_t const needed = static_cast<std::size_t>(next) + added;
+    if (needed > max_nodes)
+      fail("the tree needs {} nodes at level {}, more than the int index limit {}; use more MPI ranks or a larger "
+           "leaf_size",
+           needed, level + 1, max_nodes);
     tree.reserve(needed);
     code = tree.code;
     pbegin = tree.particle_begin;
@@ -119,7 +127,7 @@ void build_tree(ExecutionSpace const& space, ScalarView<std::uint64_t const> key
           bool const split = (i + 1 < count ? child_count(i + 1) : added) > child_count(i);
           if (split) {
             for (int d = 0; d < 8; ++d) {
-              int const lo = bounds(9 * i + d), hi = bounds(9 * i + d + 1);
+              int const lo = bounds(9 * std::size_t(i) + d), hi = bounds(9 * std::size_t(i) + d + 1);
               if (hi > lo) {
                 code(slot) = (code(node) << 3) | std::uint64_t(d);
                 pbegin(slot) = lo;

@@ -5,6 +5,7 @@
 #include <kfmm/core/view_growth.hpp>
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 namespace kfmm {
@@ -30,6 +31,11 @@ KOKKOS_INLINE_FUNCTION std::uint64_t code_first_key(std::uint64_t code) {
   std::uint64_t const prefix = code ^ (std::uint64_t(1) << (3 * level));
   return prefix << (3 * (max_tree_level - level));
 }
+
+/// Trees, pair lists and the near field index a rank's particles (its own and those imported
+/// for the near field) with int; half the int range leaves room for the growth factors of
+/// their work arrays. Solvers check against it and name the fix (more ranks).
+inline constexpr std::size_t max_rank_particles = std::size_t(std::numeric_limits<int>::max() / 2);
 
 /// \brief Tree topology. Nodes are stored breadth first, level by level, children of a node
 /// in key order; `children` is a CSR list (child_begin/child_end index into child_index)
@@ -66,8 +72,11 @@ struct Tree {
 /// `leaf_size` particles; cells at the deepest level are leaves whatever their count, so
 /// coincident particles give one oversized leaf instead of endless refinement. Cells whose
 /// code is in `forced_split` (sorted; cells shared with other ranks) are always split.
-/// Reuses the Views of `tree` when they are large enough.
+/// Reuses the Views of `tree` when they are large enough. Nodes are indexed with int: a tree
+/// that would need more than `max_nodes` (at most, and by default, INT_MAX) throws kfmm::Error
+/// naming the count and the fix (more ranks or a larger leaf size).
 void build_tree(ExecutionSpace const& space, ScalarView<std::uint64_t const> keys, int n, int leaf_size,
-                ScalarView<std::uint64_t const> forced_split, Tree<>& tree);
+                ScalarView<std::uint64_t const> forced_split, Tree<>& tree,
+                std::size_t max_nodes = std::numeric_limits<int>::max());
 
 }  // namespace kfmm

@@ -188,7 +188,9 @@ std::string check_arguments(Particles<MemorySpace> const& sources, Vec3View<doub
   if (!std::isfinite(G)) return fmt::format("direct_sum: G = {} must be finite", G);
   // Four doubles per target travel in one MPI call, whose counts are int.
   if (n_targets > std::size_t(INT_MAX / 4))
-    return fmt::format("direct_sum: {} targets on one rank exceed the MPI count limit {}", n_targets, INT_MAX / 4);
+    return fmt::format("direct_sum: {} targets on one rank exceed the MPI count limit {}; sum over fewer targets at a "
+                       "time",
+                       n_targets, INT_MAX / 4);
   return {};
 }
 

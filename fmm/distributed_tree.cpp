@@ -41,37 +41,31 @@ struct Answers {
   std::vector<double> doubles;
 };
 
-template <class T>
-MPI_Datatype mpi_type();
-template <>
-MPI_Datatype mpi_type<std::uint64_t>() { return MPI_UINT64_T; }
-template <>
-MPI_Datatype mpi_type<double>() { return MPI_DOUBLE; }
-template <>
-MPI_Datatype mpi_type<int>() { return MPI_INT; }
-
 // All-to-all of variable-length vectors; returns what every rank sent here, by source rank.
+// Counts are 64-bit and messages go through exchange_remote_bytes (pieces of at most INT_MAX
+// bytes): MPI_Alltoallv's int counts and displacements would overflow on large imports.
 template <class T>
 std::vector<T> all_to_all(Context const& context, std::vector<std::vector<T>> const& outgoing,
-                          std::vector<int>& incoming_counts, std::uint64_t& bytes_sent, std::uint64_t& bytes_received) {
-  int const ranks = context.size();
-  std::vector<int> send_counts(ranks), send_offsets(ranks + 1, 0), recv_offsets(ranks + 1, 0);
-  incoming_counts.assign(ranks, 0);
+                          std::vector<std::size_t>& incoming_counts, std::uint64_t& bytes_sent,
+                          std::uint64_t& bytes_received) {
+  int const ranks = context.size(), rank = context.rank();
+  detail::MessageCounts counts;
+  counts.send_counts.resize(ranks);
+  for (int r = 0; r < ranks; ++r) counts.send_counts[r] = outgoing[r].size();
+  counts.recv_counts = detail::import_counts(context, counts.send_counts);
+  counts.send_offsets = detail::offsets_of(counts.send_counts);
+  counts.recv_offsets = detail::offsets_of(counts.recv_counts);
+  std::vector<T> send(counts.send_offsets[ranks]), receive(counts.recv_offsets[ranks]);
+  for (int r = 0; r < ranks; ++r) std::copy(outgoing[r].begin(), outgoing[r].end(), send.begin() + counts.send_offsets[r]);
+  std::copy(outgoing[rank].begin(), outgoing[rank].end(), receive.begin() + counts.recv_offsets[rank]);
+  detail::exchange_remote_bytes(context.comm(), rank, counts, sizeof(T), reinterpret_cast<char const*>(send.data()),
+                                reinterpret_cast<char*>(receive.data()), std::numeric_limits<int>::max());
   for (int r = 0; r < ranks; ++r) {
-    send_counts[r] = static_cast<int>(outgoing[r].size());
-    send_offsets[r + 1] = send_offsets[r] + send_counts[r];
+    if (r == rank) continue;
+    bytes_sent += sizeof(T) * counts.send_counts[r];
+    bytes_received += sizeof(T) * counts.recv_counts[r];
   }
-  MPI_Alltoall(send_counts.data(), 1, MPI_INT, incoming_counts.data(), 1, MPI_INT, context.comm());
-  for (int r = 0; r < ranks; ++r) recv_offsets[r + 1] = recv_offsets[r] + incoming_counts[r];
-  std::vector<T> send(send_offsets[ranks]), receive(recv_offsets[ranks]);
-  for (int r = 0; r < ranks; ++r) std::copy(outgoing[r].begin(), outgoing[r].end(), send.begin() + send_offsets[r]);
-  MPI_Alltoallv(send.data(), send_counts.data(), send_offsets.data(), mpi_type<T>(), receive.data(),
-                incoming_counts.data(), recv_offsets.data(), mpi_type<T>(), context.comm());
-  for (int r = 0; r < ranks; ++r) {
-    if (r == context.rank()) continue;
-    bytes_sent += sizeof(T) * send_counts[r];
-    bytes_received += sizeof(T) * incoming_counts[r];
-  }
+  incoming_counts = std::move(counts.recv_counts);
   return receive;
 }
 
@@ -80,7 +74,7 @@ Answers ask_owners(Context const& context, std::vector<std::vector<std::uint64_t
                    std::function<int(std::uint64_t, std::vector<std::uint64_t>&, std::vector<double>&)> const& serve,
                    std::uint64_t& bytes_sent, std::uint64_t& bytes_received) {
   int const ranks = context.size();
-  std::vector<int> incoming;
+  std::vector<std::size_t> incoming;
   std::vector<std::uint64_t> const asked = all_to_all(context, requests, incoming, bytes_sent, bytes_received);
   // Answer rank by rank, request by request.
   std::vector<std::vector<int>> counts(ranks);
@@ -88,9 +82,9 @@ Answers ask_owners(Context const& context, std::vector<std::vector<std::uint64_t
   std::vector<std::vector<double>> doubles(ranks);
   std::size_t at = 0;
   for (int r = 0; r < ranks; ++r)
-    for (int i = 0; i < incoming[r]; ++i) counts[r].push_back(serve(asked[at++], codes[r], doubles[r]));
+    for (std::size_t i = 0; i < incoming[r]; ++i) counts[r].push_back(serve(asked[at++], codes[r], doubles[r]));
   Answers answers;
-  std::vector<int> ignored;
+  std::vector<std::size_t> ignored;
   answers.records_per_request = all_to_all(context, counts, ignored, bytes_sent, bytes_received);
   answers.codes = all_to_all(context, codes, ignored, bytes_sent, bytes_received);
   answers.doubles = all_to_all(context, doubles, ignored, bytes_sent, bytes_received);
@@ -339,7 +333,7 @@ int DistributedTree::assemble_top_tree(ExecutionSpace const& space, Context cons
   {
     std::vector<std::vector<std::uint64_t>> codes_out(context.size(), mine.codes);
     std::vector<std::vector<double>> doubles_out(context.size(), mine.doubles);
-    std::vector<int> counts;
+    std::vector<std::size_t> counts;
     all.codes = all_to_all(context, codes_out, counts, bytes_sent_, bytes_received_);
     all.doubles = all_to_all(context, doubles_out, counts, bytes_sent_, bytes_received_);
   }
@@ -495,7 +489,7 @@ bool DistributedTree::import_children(ExecutionSpace const& space, Context const
     return cend(node) - cbegin(node);
   };
   // Two steps: collect which children to send, pack them in one kernel, then answer.
-  std::vector<int> incoming;
+  std::vector<std::size_t> incoming;
   std::vector<std::uint64_t> const asked = all_to_all(context, requests, incoming, bytes_sent_, bytes_received_);
   std::vector<std::vector<int>> answer_counts(context.size());
   std::vector<std::size_t> pack_begin(context.size() + 1, 0);
@@ -504,7 +498,8 @@ bool DistributedTree::import_children(ExecutionSpace const& space, Context const
     std::vector<std::uint64_t> unused_codes;
     std::vector<double> unused_doubles;
     for (int r = 0; r < context.size(); ++r) {
-      for (int i = 0; i < incoming[r]; ++i) answer_counts[r].push_back(serve(asked[at++], unused_codes, unused_doubles));
+      for (std::size_t i = 0; i < incoming[r]; ++i)
+        answer_counts[r].push_back(serve(asked[at++], unused_codes, unused_doubles));
       pack_begin[r + 1] = to_pack.size();
     }
   }
@@ -516,7 +511,7 @@ bool DistributedTree::import_children(ExecutionSpace const& space, Context const
     doubles_out[r].assign(packed.doubles.begin() + pack_begin[r] * per_record,
                           packed.doubles.begin() + pack_begin[r + 1] * per_record);
   }
-  std::vector<int> ignored;
+  std::vector<std::size_t> ignored;
   std::vector<int> const child_counts = all_to_all(context, answer_counts, ignored, bytes_sent_, bytes_received_);
   Records received;
   received.per_record = per_record;
@@ -612,6 +607,13 @@ PassParticles DistributedTree::import_leaf_particles(ExecutionSpace const& space
         return pend(node) - pbegin(node);
       },
       bytes_sent_, bytes_received_);
+  // Checked and agreed before the int indices of the near field take the imported particles.
+  std::string error;
+  if (std::size_t(n) + answers.codes.size() > max_rank_particles)
+    error = fmt::format("rank {} needs {} particles of other ranks for its near field besides its own {}, more than "
+                        "the per-rank limit {} (int indices); use more MPI ranks or a smaller leaf_size",
+                        context.rank(), answers.codes.size(), n, max_rank_particles);
+  agree_on_error(context, error);
   int const imported = static_cast<int>(answers.codes.size());
   imported_particles_ = imported;
   grow_preserving(source_pos_, n + imported);

@@ -2,7 +2,11 @@
 #include <kfmm/core/view_growth.hpp>
 #include <kfmm/fmm/dual_tree_walk.hpp>
 
+#include <kfmm/core/format.hpp>
+
+#include <cstdlib>
 #include <limits>
+#include <string>
 
 namespace kfmm {
 
@@ -11,8 +15,8 @@ namespace {
 constexpr int max_children = 8;
 
 
-// Exclusive scan in place; returns the total.
-int exclusive_scan(ExecutionSpace const& space, ScalarView<int> const& values, int n, char const* label) {
+// Exclusive scan in place; returns the total (which may exceed the int range: callers check).
+long long exclusive_scan(ExecutionSpace const& space, ScalarView<int> const& values, int n, char const* label) {
   long long total = 0;
   Kokkos::parallel_scan(
       label, Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
@@ -22,11 +26,10 @@ int exclusive_scan(ExecutionSpace const& space, ScalarView<int> const& values, i
         sum += v;
       },
       total);
-  if (total > std::numeric_limits<int>::max())
-    fail("the interaction lists need {} entries, more than the 32-bit index limit {}; use more MPI ranks or a larger leaf_size",
-         total, std::numeric_limits<int>::max());
-  return static_cast<int>(total);
+  return total;
 }
+
+char const* const list_names[3] = {"M2L", "P2P", "open-pair"};
 
 // How a pair (a, b) is classified.
 enum PairKind { pair_m2l = 0, pair_p2p = 1, pair_open = 2, pair_none = 3 };
@@ -102,7 +105,7 @@ struct WalkView {
 
 void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
                        OpeningTest const& test, int root, PairLists& m2l, PairLists& p2p,
-                       ImportChildren const& import_children) {
+                       ImportChildren const& import_children, Context const* context) {
   if (test.allowed.extent(0) > 0 && geometry.power_exponent != test.order + 1)
     fail("DualTreeWalk: the relative criterion at order {} needs the nodes' power radii for exponent {}, "
          "computed for {}; set NodeGeometry::power_exponent before compute_node_geometry",
@@ -132,6 +135,17 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
           source(0) = root;
         });
   }
+  // A list that would outgrow its int indices stops this rank's walk; a distributed walk goes
+  // on serving the other ranks' imports until all are done, then every rank throws.
+  std::string overflow;
+  auto const fits = [&](long long needed, char const* what, int level) {
+    if (needed <= index_limit_) return true;
+    overflow = fmt::format("the dual-tree walk needs {} {} at level {}, more than the 32-bit index limit {}; use "
+                           "more MPI ranks or a larger leaf_size",
+                           needed, what, level, index_limit_);
+    open->num_groups = open->num_entries = 0;
+    return false;
+  };
   for (int iteration = 0;; ++iteration) {
     bool const more = import_children ? import_children(open->source, open->num_entries) : open->num_groups > 0;
     if (!more) break;
@@ -147,6 +161,7 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
                      geometry.power_radius, geometry.scale,  power,            test.theta,
                      test.kernel_reach,    test.order,       relative,         harmonic};
     int const groups = open->num_groups;
+    if (!fits(static_cast<long long>(groups) * max_children + 1, "child slots", iteration)) continue;
     int const slots = groups * max_children;
     for (auto& c : counts_) grow_preserving(c, slots + 1);
     // counts_[k] for k = kind: entries of that kind per (group, child slot);
@@ -184,12 +199,22 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
     PairLists* next = &open_[(iteration + 1) % 2];
     out[2] = next;
     int entry_base[3], group_base[3], entry_total[3], group_total[3];
-    for (int k = 0; k < 3; ++k) {
-      entry_total[k] = exclusive_scan(space, entries[k], slots, "kfmm::fmm::walk::scan_entries");
-      group_total[k] = exclusive_scan(space, has[k], slots, "kfmm::fmm::walk::scan_groups");
-      PairLists& list = *out[k];
+    bool fit = true;
+    for (int k = 0; k < 3 && fit; ++k) {
+      long long const entries_total = exclusive_scan(space, entries[k], slots, "kfmm::fmm::walk::scan_entries");
+      long long const groups_total = exclusive_scan(space, has[k], slots, "kfmm::fmm::walk::scan_groups");
+      PairLists const& list = *out[k];
       entry_base[k] = k == 2 ? 0 : list.num_entries;
       group_base[k] = k == 2 ? 0 : list.num_groups;
+      // + 1: the offsets close with one more entry
+      fit = fits(entry_base[k] + entries_total, fmt::format("{} list entries", list_names[k]).c_str(), iteration) &&
+            fits(group_base[k] + groups_total + 1, fmt::format("{} list groups", list_names[k]).c_str(), iteration);
+      entry_total[k] = static_cast<int>(entries_total);
+      group_total[k] = static_cast<int>(groups_total);
+    }
+    if (!fit) continue;
+    for (int k = 0; k < 3; ++k) {
+      PairLists& list = *out[k];
       grow_preserving(list.target, group_base[k] + group_total[k]);
       grow_preserving(list.offset, group_base[k] + group_total[k] + 1);
       grow_preserving(list.source, entry_base[k] + entry_total[k]);
@@ -237,6 +262,21 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
     }
     open = next;
   }
+  if (context)
+    agree_on_error(*context, overflow);
+  else if (!overflow.empty())
+    fail("{}", overflow);
+}
+
+long long DualTreeWalk::index_limit_from_environment() {
+  char const* text = std::getenv("KFMM_WALK_INDEX_LIMIT");
+  if (text == nullptr || *text == 0) return std::numeric_limits<int>::max();
+  char* end = nullptr;
+  long long const value = std::strtoll(text, &end, 10);
+  if (*end != 0 || value < 1 || value > std::numeric_limits<int>::max())
+    fail("KFMM_WALK_INDEX_LIMIT = '{}' must be an integer in [1, {}] (a testing hook; unset it)", text,
+         std::numeric_limits<int>::max());
+  return value;
 }
 
 }  // namespace kfmm

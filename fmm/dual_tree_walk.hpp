@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// \brief Level-synchronous dual-tree walk producing M2L and P2P interaction lists.
+#include <kfmm/comm/context.hpp>
 #include <kfmm/core/tree.hpp>
 #include <kfmm/fmm/node_geometry.hpp>
 
@@ -58,17 +59,28 @@ class DualTreeWalk {
   /// opened. It returns whether any rank still has pairs to open (the walk is collective).
   using ImportChildren = std::function<bool(ScalarView<int> const& sources, int count)>;
 
+  /// Lists index their entries with int. A list that would need more entries than the index
+  /// limit (INT_MAX; the environment variable KFMM_WALK_INDEX_LIMIT lowers it, a testing hook)
+  /// is an error: with a `context` (a distributed walk, collective), this rank stops opening
+  /// pairs but keeps serving the imports until every rank is done, and then every rank throws
+  /// the agreed kfmm::Error; without one it throws at the end of the walk.
   void run(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry, OpeningTest const& test,
-           int root, PairLists& m2l, PairLists& p2p, ImportChildren const& import_children = {});
+           int root, PairLists& m2l, PairLists& p2p, ImportChildren const& import_children = {},
+           Context const* context = nullptr);
   /// The angle test alone.
   void run(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry, double theta,
            double kernel_reach, int root, PairLists& m2l, PairLists& p2p, ImportChildren const& import_children = {}) {
     run(space, tree, geometry, OpeningTest{theta, kernel_reach}, root, m2l, p2p, import_children);
   }
 
+  long long index_limit() const { return index_limit_; }
+
  private:
+  static long long index_limit_from_environment();
+
   PairLists open_[2];
   ScalarView<int> counts_[6];
+  long long index_limit_ = index_limit_from_environment();
 };
 
 }  // namespace kfmm

@@ -368,7 +368,7 @@ std::uint64_t near_field_gathered(ExecutionSpace const& space, Tree<> const& tre
                          PairLists const& lists, PassParticles const& particles, Real h, ScalarView<double> const& phi,
                          Vec3View<double> const& grad, NearFieldScratch<Real>& scratch) {
   int const n = particles.num_sources;
-  if (static_cast<int>(scratch.xm.extent(0)) < n) Kokkos::resize(scratch.xm, n + n / 2);
+  if (scratch.xm.extent(0) < std::size_t(n)) Kokkos::resize(scratch.xm, std::size_t(n) + n / 2);
   auto xm = scratch.xm;
   auto const pos = particles.pos;
   auto const mass = particles.mass;

@@ -48,11 +48,27 @@ class ForceSolver::Impl {
       distributed_.decompose(space_, context_, cube, config_.leaf_size, particles, keys_, known ? &carried_ : nullptr);
       phase("domain");
     }
-    int const n = static_cast<int>(particles.num);
-    sort_locally(particles, cube, n, known);
+    // The decomposition may give a rank more particles than it had; that and a tree beyond
+    // the int index limit fail on one rank, so they are agreed (in one step) before the next
+    // collective.
+    std::string const too_many =
+        particles.num > max_rank_particles
+            ? fmt::format("after the domain decomposition rank {} holds {} particles, more than the per-rank limit {} "
+                          "(int indices of trees and pair lists); use more MPI ranks",
+                          context_.rank(), particles.num, max_rank_particles)
+            : std::string();
+    int const n = too_many.empty() ? static_cast<int>(particles.num) : 0;
+    if (too_many.empty()) sort_locally(particles, cube, n, known);
     phase("sort");
 
-    build_tree(space_, keys_, n, config_.leaf_size, distributed_.forced_split(), tree_);
+    auto const build = [&] {
+      if (!too_many.empty()) fail("{}", too_many);
+      build_tree(space_, keys_, n, config_.leaf_size, distributed_.forced_split(), tree_);
+    };
+    if (context_.size() > 1)
+      collectively(context_, build);
+    else
+      build();
     geometry_.power_exponent = relative() ? config_.order + 1 : 0;
     compute_node_geometry(space_, tree_, particles.pos, particles.mass, config_.centre, cube, geometry_);
     phase("tree");
@@ -83,7 +99,7 @@ class ForceSolver::Impl {
       auto step = [&](char const* name) {
         if (timed) phase(name);
       };
-      walk_.run(space_, tree_, geometry_, test, root, m2l_, p2p_, import);
+      walk_.run(space_, tree_, geometry_, test, root, m2l_, p2p_, import, context_.size() > 1 ? &context_ : nullptr);
       if (context_.size() > 1)
         pass_particles = distributed_.import_leaf_particles(space_, context_, p2p_, tree_, particles);
       step("walk");
@@ -289,9 +305,10 @@ class ForceSolver::Impl {
     if (particles.num > particles.capacity())
       return fmt::format("rank {}: num = {} exceeds the capacity {} of the particle Views; call reserve()/resize()",
                          context_.rank(), particles.num, particles.capacity());
-    if (particles.num > static_cast<std::size_t>(std::numeric_limits<int>::max() / 2))
-      return fmt::format("{} particles on rank {} exceed the per-rank limit {}; use more MPI ranks", particles.num,
-                         context_.rank(), std::numeric_limits<int>::max() / 2);
+    if (particles.num > max_rank_particles)
+      return fmt::format("{} particles on rank {} exceed the per-rank limit {} (int indices of trees and pair lists); "
+                         "use more MPI ranks",
+                         particles.num, context_.rank(), max_rank_particles);
     auto const pos = particles.pos;
     auto const mass = particles.mass;
     std::size_t first_bad = particles.num;

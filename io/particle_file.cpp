@@ -632,6 +632,21 @@ void check_values(std::vector<FileInfo> const& files, Particles<HostSpace> const
   }
 }
 
+// Rows are the global particle order, which read_particles makes the file order.
+void apply_duplicate_id_policy(Context const& context, std::string const& path, Particles<HostSpace>& particles,
+                               DuplicateIdPolicy policy) {
+  if (policy == DuplicateIdPolicy::Keep) return;
+  if (policy == DuplicateIdPolicy::Renumber) return renumber_ids(context, particles);
+  IdRepeats const repeats = find_repeated_ids(context, particles);
+  if (!repeats) return;
+  std::string const message = fmt::format(
+      "particle file {}: /{}/ParticleIDs repeats ids: {}; ids must be unique (they match results to particles). Fix "
+      "the file, or have kfmm replace every id by its row + 1 (1..N): `--duplicate-ids renumber` on the command "
+      "line, `ic.duplicate_ids: renumber` in a run file, DuplicateIdPolicy::Renumber in the library",
+      path, particle_group, describe(repeats));
+  agree_on_error(context, context.is_root() ? message : std::string());
+}
+
 void read_header(std::string const& path, SnapshotHeader& header) {
   Hdf5Handle const file = open_file(path);
   Hdf5Handle const group = open_group(file.get(), path, "Header");
@@ -781,7 +796,7 @@ void write_particles(Context const& context, std::string const& path, Particles<
 }
 
 Particles<HostSpace> read_particles(Context const& context, std::string const& path, SnapshotHeader* header,
-                                    ForceFields* fields) {
+                                    ForceFields* fields, DuplicateIdPolicy ids) {
   io_detail::silence_hdf5_errors();
   std::vector<FileInfo> files;
   DatasetPresence presence;
@@ -807,6 +822,7 @@ Particles<HostSpace> read_particles(Context const& context, std::string const& p
     read_local_slice(files, presence, begin, particles, fields);
     check_values(files, particles, begin);
   });
+  apply_duplicate_id_policy(context, path, particles, ids);
   return particles;
 }
 

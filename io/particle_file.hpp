@@ -3,6 +3,7 @@
 /// \brief GADGET-4 (format 3) HDF5 particle files: snapshots and initial conditions,
 /// written and read collectively with parallel HDF5.
 #include <kfmm/comm/context.hpp>
+#include <kfmm/comm/unique_ids.hpp>
 #include <kfmm/core/particles.hpp>
 #include <kfmm/core/types.hpp>
 #include <kfmm/core/units.hpp>
@@ -97,8 +98,13 @@ void write_particles(Context const& context, std::string const& path, Particles<
 /// file or not an HDF5 file, a missing group, dataset or attribute, a wrong shape, counts that
 /// disagree with NumPart_Total, non-finite coordinates or velocities (naming the particle id),
 /// non-positive masses.
+///
+/// ParticleIDs that repeat (on one rank or across ranks) are handled by `ids`: Reject (the
+/// default) throws naming the smallest repeated id, its first two rows in the file and the fix;
+/// Renumber replaces every id by its row + 1; Keep leaves them (for tools that only report).
 Particles<HostSpace> read_particles(Context const& context, std::string const& path,
-                                    SnapshotHeader* header = nullptr, ForceFields* fields = nullptr);
+                                    SnapshotHeader* header = nullptr, ForceFields* fields = nullptr,
+                                    DuplicateIdPolicy ids = DuplicateIdPolicy::Reject);
 
 /// \brief Where snapshot `number` lives in `directory`: `directory/snapshot_007.hdf5`
 /// (SingleFile) or the directory `directory/snapdir_007` (FilePerRank). At least 3 digits.

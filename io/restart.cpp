@@ -1,5 +1,7 @@
 #include <kfmm/io/restart.hpp>
 
+#include <kfmm/comm/unique_ids.hpp>
+
 #include <kfmm/core/error.hpp>
 #include <kfmm/io/hdf5_handle.hpp>
 
@@ -246,6 +248,15 @@ SimulationState read_restart(Context const& context, std::string const& path, Si
       solver->set_acceleration_estimate(state.particles, Kokkos::create_mirror_view_and_copy(MemorySpace(), estimate));
     }
   });
+  // kfmm writes unique ids, so a repeat means the files were altered or mixed from two runs.
+  IdRepeats const repeats = find_repeated_ids(context, state.particles);
+  if (repeats)
+    agree_on_error(context, context.is_root() ? fmt::format("restart '{}' repeats particle ids ({}; rows count rank "
+                                                            "0's particles first); its files were altered or come "
+                                                            "from different runs: restart from an intact restart "
+                                                            "or from the initial conditions",
+                                                            path, describe(repeats))
+                                              : std::string());
   return state;
 }
 

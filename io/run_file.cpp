@@ -35,6 +35,7 @@ struct Key {
 Key const keys[] = {
   {"ic.kind", "string", "clumps", "initial conditions: generated model (see the README), or `file` to read ic.file", "clumps|plummer|hernquist|uniform|nfw|satellites|mass_spectrum|disk|filament|file"},
   {"ic.file", "string", "", "GADGET-4 HDF5 snapshot to start from (required when ic.kind is file)"},
+  {"ic.duplicate_ids", "string", "reject", "ic.file whose ParticleIDs repeat: reject it (naming the id and its rows), or renumber every particle to its row + 1 (1..N)", "reject|renumber"},
   {"ic.n", "int", "200000", "number of particles (generated models)", "", 2, 1e12},
   {"ic.seed", "int", "42", "random seed of the generated model (same particles on any rank count)", "", 0, 9.2e18},
   {"ic.clumps", "int", "20", "number of Gaussian clumps (clumps only)", "", 1, 1e9},
@@ -269,6 +270,7 @@ RunSettings settings_from(YAML::Node const& root, std::string const& source) {
   if (ic_kind == "file") {
     values.require("ic.file", "ic.kind is file");
     settings.ic_file = values.string("ic.file");
+    settings.ic_duplicate_ids = parse_duplicate_id_policy(values.string("ic.duplicate_ids"));
   } else {
     settings.ic.kind = parse_ic_kind(ic_kind);
   }

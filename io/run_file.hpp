@@ -17,6 +17,8 @@ struct RunSettings {
   std::string source;          ///< the file name (or "built-in default"), for messages
   ICOptions ic;                ///< generated initial conditions (when `ic_file` is empty)
   std::string ic_file;         ///< HDF5 snapshot to start from instead
+  /// What reading `ic_file` does with repeated ParticleIDs (`ic.duplicate_ids`).
+  DuplicateIdPolicy ic_duplicate_ids = DuplicateIdPolicy::Reject;
   /// `units.system: model` with an IC file: the run takes the units (and G) recorded in the
   /// file (`simulation.units` is plain until the caller read them).
   bool units_from_ic_file = false;

@@ -116,6 +116,31 @@ TEST_F(TreeTest, ForcedCellsAreSplitAndAnEmptyTreeHasNoNodes) {
   EXPECT_THROW(build_tree(space, keys, 10, 0, {}, tree), Error);
 }
 
+// Nodes are indexed with int: a tree beyond the node limit is an error naming the count and
+// the fix, not a wrapped index (the limit, INT_MAX in use, is lowered to reach it here).
+TEST_F(TreeTest, TreesBeyondTheNodeLimitAreAnError) {
+  std::mt19937_64 rng(2);
+  std::uniform_real_distribution<double> uniform;
+  std::vector<std::array<double, 3>> points(2000);
+  for (auto& p : points) p = {uniform(rng), uniform(rng), uniform(rng)};
+  auto const keys = sorted_keys(points);
+  Tree<> tree;
+  build_tree(space, keys, 2000, 1, {}, tree);
+  std::size_t const nodes = tree.num_nodes;
+  build_tree(space, keys, 2000, 1, {}, tree, nodes);  // exactly at the limit
+  EXPECT_EQ(std::size_t(tree.num_nodes), nodes);
+  try {
+    build_tree(space, keys, 2000, 1, {}, tree, nodes - 1);
+    ADD_FAILURE() << "no error for " << nodes << " nodes with a limit of " << nodes - 1;
+  } catch (Error const& e) {
+    EXPECT_NE(std::string(e.what()).find("more than the int index limit " + std::to_string(nodes - 1) +
+                                         "; use more MPI ranks or a larger leaf_size"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(build_tree(space, keys, 2000, 1, {}, tree, std::size_t(1) << 31), Error);
+}
+
 // Rebuilding a tree of the same size reuses every View (the solver rebuilds each step).
 TEST_F(TreeTest, RebuildingAllocatesNothing) {
   std::mt19937_64 rng(3);

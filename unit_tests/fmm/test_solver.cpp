@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cmath>
 #include <random>
 #include <string>
@@ -412,6 +413,32 @@ TEST_F(SolverTest, CostWeightsFromOutsideAreChecked) {
   EXPECT_EQ(solver.cost_weights().extent(0), particles.num);
   solver.compute(particles);  // decomposed by the given weights
   EXPECT_EQ(solver.stats().p2p_pairs > 0, true);
+}
+
+TEST_F(SolverTest, InteractionListsBeyondTheIndexLimitFailOnEveryRank) {
+  // Lists index entries with int. The walk's limit, lowered on the last rank only (the
+  // testing hook stands in for 2^31 entries), must make every rank throw the same error after
+  // the walk, and no rank may hang in the distributed walk's collectives.
+  auto particles = make(ICKind::Plummer, 4000);
+  int const last = world.size() - 1;
+  if (world.rank() == last) setenv("KFMM_WALK_INDEX_LIMIT", "50", 1);
+  std::string message;
+  try {
+    ForceSolver solver(world, FMMConfig{});
+    unsetenv("KFMM_WALK_INDEX_LIMIT");
+    solver.compute(particles);
+  } catch (Error const& e) {
+    message = e.what();
+  }
+  unsetenv("KFMM_WALK_INDEX_LIMIT");
+  EXPECT_NE(message.find("more than the 32-bit index limit 50; use more MPI ranks or a larger leaf_size"),
+            std::string::npos)
+      << message;
+  if (world.size() > 1) EXPECT_NE(message.find("rank " + std::to_string(last) + ":"), std::string::npos) << message;
+  // Afterwards the hook is gone and a new solver works.
+  ForceSolver solver(world, FMMConfig{});
+  solver.compute(particles);
+  EXPECT_GT(solver.stats().p2p_pairs, 0u);
 }
 
 TEST_F(SolverTest, InvalidConfigurationsAreNamed) {

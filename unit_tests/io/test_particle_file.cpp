@@ -414,4 +414,26 @@ TEST_F(ParticleFileTest, MalformedInputIsAClearError) {
   }
 }
 
+TEST_F(ParticleFileTest, RepeatedIdsAreRejectedRenumberedOrKept) {
+  // Global rows 250 and 120 take the ids of rows 5 and 40: the smallest repeated id is row
+  // 5's, and the message must not depend on the rank count (files read at 1-4 ranks).
+  std::uint64_t const n = 301;
+  auto particles = make_particles(world, n);
+  std::uint64_t const begin = slice_begin(n, world.rank(), world.size());
+  for (auto [row, copy_of] : {std::pair<std::uint64_t, std::uint64_t>{250, 5}, {120, 40}})
+    if (row >= begin && row < begin + particles.num) particles.id(row - begin) = expected(copy_of).id;
+  std::string const file = path("repeated.hdf5");
+  kfmm::write_particles(world, file, particles, SnapshotHeader{}, ParticleFileOptions{});
+  expect_read_error(file, {file, "/PartType1/ParticleIDs repeats ids: id 1035 at rows 5 and 250 (2 repeats in all)",
+                           "--duplicate-ids renumber", "ic.duplicate_ids: renumber"});
+
+  auto const renumbered =
+      kfmm::read_particles(world, file, nullptr, nullptr, kfmm::DuplicateIdPolicy::Renumber);
+  ASSERT_EQ(renumbered.num, particles.num);
+  for (std::size_t i = 0; i < renumbered.num; ++i) EXPECT_EQ(renumbered.id(i), begin + i + 1);
+
+  auto const kept = kfmm::read_particles(world, file, nullptr, nullptr, kfmm::DuplicateIdPolicy::Keep);
+  for (std::size_t i = 0; i < kept.num; ++i) EXPECT_EQ(kept.id(i), particles.id(i));
+}
+
 }  // namespace

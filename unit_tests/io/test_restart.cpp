@@ -245,4 +245,33 @@ TEST(Restart, RefusesAnotherIntegratorAndMissingFiles) {
   }
 }
 
+TEST(Restart, RefusesRepeatedIds) {
+  // kfmm writes unique ids; a restart whose files repeat one (altered, or mixed from two runs)
+  // must not continue. Rank r holds ids 10r + {1, 2, 3}; the last rank repeats rank 0's id 2.
+  kfmm::Context context;
+  SharedTemporaryDirectory directory(context);
+  std::string const restart_path = directory.path() + "/restart";
+  kfmm::SimulationConfig config;
+  kfmm::Particles<kfmm::HostSpace> host(3);
+  host.num = 3;
+  host.num_total = 3 * context.size();
+  for (std::size_t i = 0; i < 3; ++i) {
+    for (int d = 0; d < 3; ++d) host.pos(i, d) = host.vel(i, d) = 0.1 * double(i + d);
+    host.mass(i) = 1;
+    host.id(i) = 10 * context.rank() + i + 1;
+  }
+  if (context.rank() == context.size() - 1) host.id(2) = 2;
+  SimulationState state;
+  state.started = true;
+  state.particles = kfmm::to_device(host);
+  kfmm::write_restart(context, restart_path, state, config);
+  try {
+    kfmm::read_restart(context, restart_path, config);
+    ADD_FAILURE() << "no error for repeated ids";
+  } catch (kfmm::Error const& e) {
+    std::string const rows = "id 2 at rows 1 and " + std::to_string(3 * context.size() - 1);
+    EXPECT_NE(std::string(e.what()).find("repeats particle ids (" + rows), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace

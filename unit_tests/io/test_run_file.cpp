@@ -58,6 +58,22 @@ TEST(RunFile, ModelUnitsAreThoseOfTheInitialConditions) {
       kfmm::parse_run_text("ic: {kind: file, file: ics.hdf5}\nunits: {system: plain}\n", "run.yaml").units_from_ic_file);
 }
 
+TEST(RunFile, DuplicateIdPolicyOfTheInitialConditionsFile) {
+  EXPECT_EQ(kfmm::parse_run_text("ic: {kind: file, file: ics.hdf5}\n", "run.yaml").ic_duplicate_ids,
+            kfmm::DuplicateIdPolicy::Reject);
+  EXPECT_EQ(kfmm::parse_run_text("ic: {kind: file, file: ics.hdf5, duplicate_ids: renumber}\n", "run.yaml")
+                .ic_duplicate_ids,
+            kfmm::DuplicateIdPolicy::Renumber);
+  try {
+    kfmm::parse_run_text("ic: {kind: file, file: ics.hdf5, duplicate_ids: keep}\n", "run.yaml");
+    ADD_FAILURE() << "keep is for tools that only report, not for runs";
+  } catch (kfmm::Error const& e) {
+    EXPECT_NE(std::string(e.what()).find("'ic.duplicate_ids' = 'keep' is not one of reject|renumber"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(RunFile, KeysMarkdownIsAFourColumnTable) {
   std::istringstream table(kfmm::run_file_keys_markdown());
   std::string line;
