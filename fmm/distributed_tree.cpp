@@ -452,13 +452,9 @@ int DistributedTree::assemble_top_tree(ExecutionSpace const& space, Context cons
 bool DistributedTree::import_children(ExecutionSpace const& space, Context const& context,
                                       ScalarView<int> const& sources, int count, Tree<>& tree, NodeGeometry& geometry,
                                       ExpansionPass& pass) {
-  int const local_more = count > 0 ? 1 : 0;
-  int more = 0;
-  MPI_Allreduce(&local_more, &more, 1, MPI_INT, MPI_MAX, context.comm());
-  if (!more) return false;
   // Unique remote nodes whose children are missing.
   std::vector<int> wanted;
-  {
+  if (count > 0) {
     auto const source_host = Kokkos::create_mirror_view_and_copy(
         Kokkos::HostSpace(), Kokkos::subview(sources, Kokkos::make_pair(0, count)));
     auto const flags = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), geometry.flags);
@@ -467,6 +463,19 @@ bool DistributedTree::import_children(ExecutionSpace const& space, Context const
     std::sort(wanted.begin(), wanted.end());
     wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
   }
+  // Nodes are indexed with int: a rank whose imports could outgrow that says so in the
+  // Allreduce that asks whether any rank goes on (2); then every rank throws the agreed error.
+  std::string overflow;
+  std::size_t const most_nodes = std::size_t(tree.num_nodes) + 8 * wanted.size();  // at most 8 children per node
+  if (most_nodes > std::size_t(std::numeric_limits<int>::max()))
+    overflow = fmt::format("rank {} would import up to {} tree nodes, more than the int index limit {}; use more MPI "
+                           "ranks or a larger leaf_size",
+                           context.rank(), most_nodes, std::numeric_limits<int>::max());
+  int const local_more = !overflow.empty() ? 2 : count > 0 ? 1 : 0;
+  int more = 0;
+  MPI_Allreduce(&local_more, &more, 1, MPI_INT, MPI_MAX, context.comm());
+  if (more == 2) agree_on_error(context, overflow);
+  if (!more) return false;
   auto const code_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.code);
   std::vector<std::vector<std::uint64_t>> requests(context.size());
   std::vector<std::vector<int>> requested_nodes(context.size());
