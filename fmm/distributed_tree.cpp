@@ -451,7 +451,7 @@ int DistributedTree::assemble_top_tree(ExecutionSpace const& space, Context cons
 
 bool DistributedTree::import_children(ExecutionSpace const& space, Context const& context,
                                       ScalarView<int> const& sources, int count, Tree<>& tree, NodeGeometry& geometry,
-                                      ExpansionPass& pass) {
+                                      ExpansionPass& pass, std::string const& walk_error) {
   // Unique remote nodes whose children are missing.
   std::vector<int> wanted;
   if (count > 0) {
@@ -465,9 +465,9 @@ bool DistributedTree::import_children(ExecutionSpace const& space, Context const
   }
   // Nodes are indexed with int: a rank whose imports could outgrow that says so in the
   // Allreduce that asks whether any rank goes on (2); then every rank throws the agreed error.
-  std::string overflow;
+  std::string overflow = walk_error;
   std::size_t const most_nodes = std::size_t(tree.num_nodes) + 8 * wanted.size();  // at most 8 children per node
-  if (most_nodes > std::size_t(std::numeric_limits<int>::max()))
+  if (overflow.empty() && most_nodes > std::size_t(std::numeric_limits<int>::max()))
     overflow = fmt::format("rank {} would import up to {} tree nodes, more than the int index limit {}; use more MPI "
                            "ranks or a larger leaf_size",
                            context.rank(), most_nodes, std::numeric_limits<int>::max());

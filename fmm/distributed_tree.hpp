@@ -21,6 +21,7 @@
 #include <kfmm/fmm/stats.hpp>
 
 #include <cstdint>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -45,9 +46,12 @@ class DistributedTree {
                         BoundingCube const& cube, Tree<>& tree, NodeGeometry& geometry, ExpansionPass& pass,
                         Particles<MemorySpace> const& particles);
   /// Walk hook: imports the children of the remote nodes among `sources`; returns whether any
-  /// rank still has pairs to open. Collective.
+  /// rank still has pairs to open. A `walk_error` of this rank, or imports beyond the int node
+  /// indices, make every rank throw the agreed kfmm::Error (flagged in the Allreduce each call
+  /// makes anyway). Collective.
   bool import_children(ExecutionSpace const& space, Context const& context, ScalarView<int> const& sources,
-                       int count, Tree<>& tree, NodeGeometry& geometry, ExpansionPass& pass);
+                       int count, Tree<>& tree, NodeGeometry& geometry, ExpansionPass& pass,
+                       std::string const& walk_error = {});
   /// Makes the relative criterion's allowance (fmm/relative_opening.hpp) of the shared cells
   /// global: each rank holds the minimum over its own particles (+∞ without any); afterwards
   /// every rank holds the minimum over all, the value of the one-rank tree. Collective.

@@ -105,7 +105,7 @@ struct WalkView {
 
 void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
                        OpeningTest const& test, int root, PairLists& m2l, PairLists& p2p,
-                       ImportChildren const& import_children, Context const* context) {
+                       ImportChildren const& import_children) {
   if (test.allowed.extent(0) > 0 && geometry.power_exponent != test.order + 1)
     fail("DualTreeWalk: the relative criterion at order {} needs the nodes' power radii for exponent {}, "
          "computed for {}; set NodeGeometry::power_exponent before compute_node_geometry",
@@ -135,19 +135,21 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
           source(0) = root;
         });
   }
-  // A list that would outgrow its int indices stops this rank's walk; a distributed walk goes
-  // on serving the other ranks' imports until all are done, then every rank throws.
+  // A list that would outgrow its int indices is thrown at once by a walk on its own; a
+  // distributed walk hands it to the import of the next level, which agrees it across ranks.
   std::string overflow;
   auto const fits = [&](long long needed, char const* what, int level) {
     if (needed <= index_limit_) return true;
     overflow = fmt::format("the dual-tree walk needs {} {} at level {}, more than the 32-bit index limit {}; use "
                            "more MPI ranks or a larger leaf_size",
                            needed, what, level, index_limit_);
+    if (!import_children) fail("{}", overflow);
     open->num_groups = open->num_entries = 0;
     return false;
   };
   for (int iteration = 0;; ++iteration) {
-    bool const more = import_children ? import_children(open->source, open->num_entries) : open->num_groups > 0;
+    bool const more =
+        import_children ? import_children(open->source, open->num_entries, overflow) : open->num_groups > 0;
     if (!more) break;
     // Nodes appended by imports are remote: never targets, their allowance is never read.
     bool const relative = test.allowed.extent(0) > 0;
@@ -262,10 +264,7 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
     }
     open = next;
   }
-  if (context)
-    agree_on_error(*context, overflow);
-  else if (!overflow.empty())
-    fail("{}", overflow);
+  if (!overflow.empty()) fail("internal error: the import callback did not throw the walk's error: {}", overflow);
 }
 
 long long DualTreeWalk::index_limit_from_environment() {

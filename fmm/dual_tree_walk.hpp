@@ -1,11 +1,11 @@
 #pragma once
 /// \file
 /// \brief Level-synchronous dual-tree walk producing M2L and P2P interaction lists.
-#include <kfmm/comm/context.hpp>
 #include <kfmm/core/tree.hpp>
 #include <kfmm/fmm/node_geometry.hpp>
 
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace kfmm {
@@ -57,16 +57,16 @@ class DualTreeWalk {
   /// distributed solver can import the children of remote nodes (flag node_unopened). It may
   /// append nodes to the tree and geometry and must clear node_unopened of the nodes it
   /// opened. It returns whether any rank still has pairs to open (the walk is collective).
-  using ImportChildren = std::function<bool(ScalarView<int> const& sources, int count)>;
+  /// `error` is non-empty when this rank's walk failed (it then opens nothing more): the
+  /// callback must agree it with the other ranks in its collective and throw on every rank.
+  using ImportChildren = std::function<bool(ScalarView<int> const& sources, int count, std::string const& error)>;
 
   /// Lists index their entries with int. A list that would need more entries than the index
   /// limit (INT_MAX; the environment variable KFMM_WALK_INDEX_LIMIT lowers it, a testing hook)
-  /// is an error: with a `context` (a distributed walk, collective), this rank stops opening
-  /// pairs but keeps serving the imports until every rank is done, and then every rank throws
-  /// the agreed kfmm::Error; without one it throws at the end of the walk.
+  /// is a kfmm::Error, thrown at once without `import_children` and through its next call
+  /// (on every rank) with it.
   void run(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry, OpeningTest const& test,
-           int root, PairLists& m2l, PairLists& p2p, ImportChildren const& import_children = {},
-           Context const* context = nullptr);
+           int root, PairLists& m2l, PairLists& p2p, ImportChildren const& import_children = {});
   /// The angle test alone.
   void run(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry, double theta,
            double kernel_reach, int root, PairLists& m2l, PairLists& p2p, ImportChildren const& import_children = {}) {

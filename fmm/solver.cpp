@@ -80,9 +80,10 @@ class ForceSolver::Impl {
     DualTreeWalk::ImportChildren import;
     if (context_.size() > 1) {
       root = distributed_.assemble_top_tree(space_, context_, config_.centre, cube, tree_, geometry_, *pass_, particles);
-      import = [this](ScalarView<int> const& sources, int count) {
+      import = [this](ScalarView<int> const& sources, int count, std::string const& error) {
         int const before = tree_.num_nodes;
-        bool const more = distributed_.import_children(space_, context_, sources, count, tree_, geometry_, *pass_);
+        bool const more =
+            distributed_.import_children(space_, context_, sources, count, tree_, geometry_, *pass_, error);
         if (relative()) update_multipole_powers(before);
         return more;
       };
@@ -99,7 +100,7 @@ class ForceSolver::Impl {
       auto step = [&](char const* name) {
         if (timed) phase(name);
       };
-      walk_.run(space_, tree_, geometry_, test, root, m2l_, p2p_, import, context_.size() > 1 ? &context_ : nullptr);
+      walk_.run(space_, tree_, geometry_, test, root, m2l_, p2p_, import);
       if (context_.size() > 1)
         pass_particles = distributed_.import_leaf_particles(space_, context_, p2p_, tree_, particles);
       step("walk");
