@@ -186,6 +186,7 @@ void run(Environment& environment, RunOptions const& options) {
   if (!output.diagnostics_file.empty())
     observers.push_back(diagnostics_observer(context, output.directory + "/" + output.diagnostics_file,
                                              options.restart ? state.step : -1));
+  // The restart after the snapshot: at an output step it must not get ahead of the snapshot.
   if (output.snapshots) observers.push_back(snapshot_observer(context, settings));
   observers.push_back(restart_observer(context, restart_path, config, output.restart_every, fmm_solver));
   observers.push_back(progress_observer(context, config, state.step, state.started ? state.time : config.schedule.start_time));

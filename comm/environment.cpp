@@ -1,5 +1,6 @@
 #include <kfmm/comm/environment.hpp>
 #include <kfmm/core/error.hpp>
+#include <kfmm/core/fault_injection.hpp>
 #include <kfmm/core/kernel_shape.hpp>
 #include <kfmm/core/types.hpp>
 
@@ -47,6 +48,7 @@ Environment::Environment(int& argc, char**& argv) {
   // Before MPI: every rank sees the same environment, so a bad value fails all of them alike.
   if (char const* value = std::getenv("KFMM_KERNEL_SHAPE"))
     request_kernel_shape(parse_kernel_shape(value, "KFMM_KERNEL_SHAPE"));
+  fault_injection::read_environment();
   int initialized = 0;
   MPI_Initialized(&initialized);
   int provided = MPI_THREAD_SINGLE;

@@ -1,12 +1,16 @@
 #include <kfmm/integrate/diagnostics.hpp>
 
 #include <kfmm/core/error.hpp>
+#include <kfmm/core/fault_injection.hpp>
 
 #include <kfmm/core/format.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -102,28 +106,55 @@ std::string DiagnosticsLog::header() {
   return "step,time,dt,kinetic,potential,total,energy_error,px,py,pz,Lx,Ly,Lz,com_x,com_y,com_z,max_acceleration";
 }
 
+namespace {
+
+/// The rows of an existing log up to `last_step`: those after it are dropped (the restarted run
+/// repeats those steps), and so is everything from a row a crash cut short (no newline, missing
+/// columns) on. A missing file keeps nothing.
+std::string rows_up_to(std::string const& path, long long last_step) {
+  std::string const columns = DiagnosticsLog::header();
+  auto const commas = std::count(columns.begin(), columns.end(), ',');
+  std::ifstream previous(path);
+  std::string line, kept;
+  std::getline(previous, line);
+  while (std::getline(previous, line)) {
+    if (previous.eof()) break;  // every row ends with a newline: this one was cut short
+    if (line.empty()) continue;
+    char* end = nullptr;
+    long long const step = std::strtoll(line.c_str(), &end, 10);
+    if (end == line.c_str() || *end != ',' || std::count(line.begin(), line.end(), ',') != commas) break;
+    if (step > last_step) break;
+    kept += line + "\n";
+  }
+  return kept;
+}
+
+}  // namespace
+
 DiagnosticsLog::DiagnosticsLog(Context const& context, std::string const& path, long long resume_after_step) {
   std::string error;
   if (context.is_root()) {
-    std::string kept = header() + "\n";
-    if (resume_after_step >= 0) {
-      // Lines written after the restart file was made are dropped: the run repeats those steps.
-      std::ifstream previous(path);
-      std::string line;
-      std::getline(previous, line);
-      while (std::getline(previous, line)) {
-        if (line.empty()) continue;
-        if (std::stoll(line.substr(0, line.find(','))) > resume_after_step) break;
-        kept += line + "\n";
+    try {
+      std::string const kept = header() + "\n" + (resume_after_step >= 0 ? rows_up_to(path, resume_after_step) : "");
+      // The kept rows replace the file through a temporary: a crash in between leaves the old
+      // file whole, with the rows that a continuation from an older restart keeps.
+      std::string const temporary = path + ".tmp";
+      std::FILE* staged = std::fopen(temporary.c_str(), "w");
+      bool written = staged != nullptr && std::fputs(kept.c_str(), staged) >= 0;
+      if (staged != nullptr) written = std::fclose(staged) == 0 && written;
+      if (written) {
+        fault_injection::point("diagnostics.resume");
+        std::filesystem::rename(temporary, path);
+        file_ = std::fopen(path.c_str(), "a");
       }
+      if (!file_)
+        error = fmt::format("cannot write the diagnostics file '{}': {}; check that the output directory exists and "
+                            "is writable",
+                            written ? path : temporary, std::strerror(errno));
+    } catch (std::exception const& e) {
+      error = fmt::format("cannot write the diagnostics file '{}': {}; check that the output directory is writable",
+                          path, e.what());
     }
-    file_ = std::fopen(path.c_str(), "w");
-    if (!file_)
-      error = fmt::format("cannot write the diagnostics file '{}': {}; check that the output directory exists and is "
-                          "writable",
-                          path, std::strerror(errno));
-    else
-      std::fputs(kept.c_str(), file_);
   }
   agree_on_error(context, error);
 }
@@ -140,6 +171,7 @@ void DiagnosticsLog::write(long long step, double dt, Diagnostics const& d) {
              d.momentum[2], d.angular_momentum[0], d.angular_momentum[1], d.angular_momentum[2], d.centre_of_mass[0],
              d.centre_of_mass[1], d.centre_of_mass[2], d.max_acceleration);
   std::fflush(file_);
+  fault_injection::point("diagnostics.row");
 }
 
 }  // namespace kfmm

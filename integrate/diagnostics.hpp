@@ -34,8 +34,10 @@ Diagnostics measure(Context const& context, Particles<MemorySpace> const& partic
 /// \brief Writes one CSV line per step (rank 0 only; other ranks hold no file).
 class DiagnosticsLog {
  public:
-  /// Creates `path` with a header, or, when `resume_after_step` ≥ 0, keeps the lines of an
-  /// existing file up to that step (a restarted run continues the file).
+  /// Creates `path` with a header, or, when `resume_after_step` ≥ 0, keeps the complete rows of
+  /// an existing file up to that step (a restarted run continues the file; rows after the step
+  /// and a row cut short by a crash are dropped, so the file ends as an uninterrupted run's).
+  /// The file is replaced through `path.tmp`: a crash leaves the old or the new file, whole.
   DiagnosticsLog(Context const& context, std::string const& path, long long resume_after_step = -1);
   ~DiagnosticsLog();
   DiagnosticsLog(DiagnosticsLog const&) = delete;

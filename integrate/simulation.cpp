@@ -1,6 +1,7 @@
 #include <kfmm/integrate/simulation.hpp>
 
 #include <kfmm/core/error.hpp>
+#include <kfmm/core/fault_injection.hpp>
 #include <kfmm/integrate/stop_signal.hpp>
 
 #include <chrono>
@@ -180,6 +181,7 @@ SimulationStatus simulate(Context const& context, SimulationState& state, Simula
   if (!state.started) stepper.start();
   while (!stepper.finished()) {
     bool const output = stepper.step();
+    fault_injection::point("step");
     stepper.notify(SimulationEvent::Step);
     if (output) stepper.notify(SimulationEvent::Output);
     if (StopSignalGuard::requested_anywhere(context) && !stepper.finished()) {

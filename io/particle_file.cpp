@@ -1,6 +1,7 @@
 #include <kfmm/io/particle_file.hpp>
 
 #include <kfmm/core/error.hpp>
+#include <kfmm/core/fault_injection.hpp>
 #include <kfmm/io/hdf5_handle.hpp>
 
 #include <kfmm/core/format.hpp>
@@ -184,6 +185,7 @@ struct FileSlice {
 };
 
 void maybe_inject_failure(char const* dataset) {
+  fault_injection::point("snapshot.dataset");
   char const* target = std::getenv("KFMM_IO_FAIL_AFTER");
   if (target && std::string(target) == dataset)
     fail("injected failure after writing {} (KFMM_IO_FAIL_AFTER is set; unset it for real runs)", dataset);
@@ -699,6 +701,15 @@ void read_header(std::string const& path, SnapshotHeader& header) {
   }
 }
 
+/// Removes `final_path.tmp-*`: what a killed writer of the same snapshot left (its token is
+/// another process id, so nothing else would ever remove it).
+void remove_stale_temporaries(fs::path const& final_path) {
+  fs::path const parent = final_path.has_parent_path() ? final_path.parent_path() : fs::path(".");
+  std::string const prefix = final_path.filename().string() + ".tmp-";
+  for (auto const& entry : fs::directory_iterator(parent))
+    if (entry.path().filename().string().rfind(prefix, 0) == 0) fs::remove_all(entry.path());
+}
+
 }  // namespace
 
 FileLayout parse_file_layout(std::string const& name) {
@@ -753,6 +764,7 @@ void write_particles(Context const& context, std::string const& path, Particles<
   collectively(context, [&] {
     if (context.rank() != 0) return;
     if (final_path.has_parent_path()) fs::create_directories(final_path.parent_path());
+    remove_stale_temporaries(final_path);
     if (options.layout == FileLayout::FilePerRank) {
       fs::remove_all(temporary);
       fs::create_directory(temporary);
@@ -772,6 +784,7 @@ void write_particles(Context const& context, std::string const& path, Particles<
   } catch (std::exception const& e) {
     error = fmt::format("writing {}: {}", final_path.string(), e.what());
   }
+  fault_injection::point("snapshot.written");
   // Every rank must know the outcome before rank 0 renames or removes anything.
   int const failed_here = error.empty() ? 0 : 1;
   int failed_anywhere = 0;
@@ -791,6 +804,7 @@ void write_particles(Context const& context, std::string const& path, Particles<
       }
     }
   }
+  fault_injection::point("snapshot.renamed");
   agree_on_error(context, error);
   agree_on_error(context, rename_error);
 }

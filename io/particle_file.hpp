@@ -73,7 +73,8 @@ struct ForceFields {
 ///
 /// The snapshot is first written under a temporary name (`path.tmp-<pid>`) and renamed on rank
 /// 0 once every rank succeeded, replacing any earlier file of that name; on failure the
-/// temporary is removed and an existing file at `path` is untouched. For FilePerRank `path` is
+/// temporary is removed and an existing file at `path` is untouched. Temporaries of `path` that
+/// a killed run left (`path.tmp-<other pid>`) are removed first. For FilePerRank `path` is
 /// the directory (`…/snapdir_NNN`) and the files inside are `snapshot_NNN.i.hdf5` (the name
 /// after "snapdir_"; any other directory name `D` gives `D.i.hdf5`). Missing parent
 /// directories are created. Errors on any rank are agreed across ranks and thrown as kfmm::Error.

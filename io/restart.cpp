@@ -3,6 +3,7 @@
 #include <kfmm/comm/unique_ids.hpp>
 
 #include <kfmm/core/error.hpp>
+#include <kfmm/core/fault_injection.hpp>
 #include <kfmm/io/hdf5_handle.hpp>
 
 #include <kfmm/core/format.hpp>
@@ -165,13 +166,22 @@ void write_restart(Context const& context, std::string const& path, SimulationSt
       fs::create_directories(staging);
     }
   });
-  collectively(context, [&] { write_rank_file(rank_file(staging, context.rank()), context, state, config, solver); });
+  collectively(context, [&] {
+    write_rank_file(rank_file(staging, context.rank()), context, state, config, solver);
+    fault_injection::point("restart.rank_written");
+  });
   collectively(context, [&] {
     if (!context.is_root()) return;
+    // path.old goes only when a complete path replaces it: after a crash in the middle of a
+    // swap, path.old is the one restart left and must outlive the next swap's first rename.
     std::string const old = path + ".old";
-    fs::remove_all(old);
-    if (fs::exists(path)) fs::rename(path, old);
+    if (fs::exists(path)) {
+      fs::remove_all(old);
+      fs::rename(path, old);
+    }
+    fault_injection::point("restart.swapping");
     fs::rename(staging, path);
+    fault_injection::point("restart.swapped");
     fs::remove_all(old);
   });
 }
@@ -263,7 +273,12 @@ SimulationState read_restart(Context const& context, std::string const& path, Si
 Observer restart_observer(Context const& context, std::string const& path, SimulationConfig const& config,
                           long long every_steps, ForceSolver const* solver) {
   return [context, path, config, every_steps, solver](SimulationEvent event, SimulationState const& state) {
-    bool const scheduled = event == SimulationEvent::Step && every_steps > 0 && state.step % every_steps == 0;
+    // A step that reaches an output writes its restart at the Output event, after the snapshot
+    // writer: a restart ahead of the last snapshot would make a crash in between lose that
+    // snapshot for good (the continued run would start after it).
+    bool const due = every_steps > 0 && state.step > 0 && state.step % every_steps == 0;
+    bool const output_step = state.step_in_interval == 0;
+    bool const scheduled = due && (event == (output_step ? SimulationEvent::Output : SimulationEvent::Step));
     if (scheduled || event == SimulationEvent::Stop || event == SimulationEvent::Finish)
       write_restart(context, path, state, config, solver);
   };

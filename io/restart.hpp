@@ -17,15 +17,18 @@ namespace kfmm {
 ///
 /// The files go to `path.tmp` first; once every rank wrote its file, rank 0 swaps the
 /// directories (`path` → `path.old`, `path.tmp` → `path`, then removes `path.old`), so a crash
-/// at any moment leaves a complete restart under `path` or `path.old`. Collective; errors are
-/// agreed across ranks and thrown as kfmm::Error.
+/// at any moment leaves a complete restart under `path` or `path.old` (`path` only ever appears
+/// complete; `path.old` is removed only once a new `path` is in place; a stale `path.tmp` is
+/// ignored and replaced by the next write). Collective; errors are agreed across ranks and
+/// thrown as kfmm::Error.
 void write_restart(Context const& context, std::string const& path, SimulationState const& state,
                    SimulationConfig const& config, ForceSolver const* solver = nullptr);
 
 /// \brief Reads a restart written by the same number of ranks (`path`, or `path.old` when a
-/// crash interrupted the directory swap). Throws kfmm::Error (on every rank) naming the file
-/// for a missing restart, another rank count, another integrator, or a schedule that the state
-/// does not fit (its time beyond the next output). Given a `solver`, hands it the saved cost
+/// crash interrupted the directory swap; `path` when both exist: it is the newer, and complete).
+/// Throws kfmm::Error (on every rank) naming the file for a missing restart, another rank count,
+/// another integrator, or a schedule that the state does not fit (its time beyond the next
+/// output). Given a `solver`, hands it the saved cost
 /// weights (if the restart has them) for its next decomposition. Collective.
 SimulationState read_restart(Context const& context, std::string const& path, SimulationConfig const& config,
                              ForceSolver* solver = nullptr);
@@ -34,7 +37,9 @@ SimulationState read_restart(Context const& context, std::string const& path, Si
 bool restart_exists(Context const& context, std::string const& path);
 
 /// \brief Writes a restart to `path` every `every_steps` steps (0: never on a schedule), at a
-/// Stop and at the Finish of a run; with the cost weights of `solver` when given.
+/// Stop and at the Finish of a run; with the cost weights of `solver` when given. At a step that
+/// reaches an output the restart waits for the Output event: combine() it after the snapshot
+/// writer, so that a restart is never ahead of the snapshots on disk.
 Observer restart_observer(Context const& context, std::string const& path, SimulationConfig const& config,
                           long long every_steps, ForceSolver const* solver = nullptr);
 

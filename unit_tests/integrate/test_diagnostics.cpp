@@ -1,9 +1,15 @@
 // Diagnostics on a hand-computable two-particle system, and the step schedule.
 #include <kfmm/core/error.hpp>
+#include <kfmm/core/fault_injection.hpp>
 #include <kfmm/integrate/diagnostics.hpp>
 #include <kfmm/integrate/schedule.hpp>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 namespace {
 
@@ -86,6 +92,55 @@ TEST(Schedule, RejectsBadTimes) {
   EXPECT_NO_THROW(schedule.validate());
   schedule.steps_per_output = 0;
   EXPECT_THROW(schedule.validate(), kfmm::Error);
+}
+
+// A restarted run keeps the complete rows up to its restart's step: rows after it are dropped
+// (the run repeats those steps), and so is a row cut short by a crash. An interrupted resume
+// leaves the file as it was (it was once truncated before the kept rows were written back).
+TEST(DiagnosticsLog, ResumeKeepsCompleteRowsUpToTheRestartStep) {
+  kfmm::Context context;
+  long long token = getpid();
+  MPI_Bcast(&token, 1, MPI_LONG_LONG, 0, context.comm());
+  std::string const path =
+      (std::filesystem::temp_directory_path() / ("kfmm_diagnostics_test_" + std::to_string(token) + ".csv")).string();
+  auto const contents = [&] {
+    std::ifstream file(path);
+    std::stringstream text;
+    text << file.rdbuf();
+    return text.str();
+  };
+  auto const steps = [&] {
+    std::string listed, line;
+    std::stringstream text(contents());
+    std::getline(text, line);
+    while (std::getline(text, line)) listed += line.substr(0, line.find(',')) + " ";
+    return listed;
+  };
+  {
+    kfmm::DiagnosticsLog log(context, path);
+    for (long long step = 0; step <= 6; ++step) log.write(step, 0.1, kfmm::Diagnostics{});
+  }
+  if (context.is_root()) std::ofstream(path, std::ios::app) << "7,0.1,0.0";  // a torn last row
+  MPI_Barrier(context.comm());
+  std::string const written = context.is_root() ? contents() : "";
+
+  kfmm::fault_injection::arm("diagnostics.resume:1:0:throw");
+  EXPECT_THROW(kfmm::DiagnosticsLog(context, path, 3), kfmm::Error);
+  kfmm::fault_injection::arm("");
+  if (context.is_root()) EXPECT_EQ(contents(), written);
+
+  { kfmm::DiagnosticsLog log(context, path, 9); }
+  if (context.is_root()) EXPECT_EQ(steps(), "0 1 2 3 4 5 6 ");
+  {
+    kfmm::DiagnosticsLog log(context, path, 3);
+    log.write(4, 0.1, kfmm::Diagnostics{});
+  }
+  if (context.is_root()) {
+    EXPECT_EQ(steps(), "0 1 2 3 4 ");
+    EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  }
+  MPI_Barrier(context.comm());
+  if (context.is_root()) std::filesystem::remove(path);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // uninterrupted run on the same ranks.
 #include <kfmm/comm/initial_conditions.hpp>
 #include <kfmm/core/error.hpp>
+#include <kfmm/core/fault_injection.hpp>
 #include <kfmm/integrate/forces.hpp>
 #include <kfmm/io/restart.hpp>
 
@@ -272,6 +273,76 @@ TEST(Restart, RefusesRepeatedIds) {
     std::string const rows = "id 2 at rows 1 and " + std::to_string(3 * context.size() - 1);
     EXPECT_NE(std::string(e.what()).find("repeats particle ids (" + rows), std::string::npos) << e.what();
   }
+}
+
+// A crash while rank 0 swaps the directories (an injected failure at the fault point stands for
+// it) never leaves the run without a complete restart, also when the previous crash left only
+// restart.old (the swap once removed restart.old before the new restart was in place).
+TEST(Restart, InterruptedSwapsAlwaysLeaveACompleteRestart) {
+  kfmm::Context context;
+  SharedTemporaryDirectory directory(context);
+  std::string const path = directory.path() + "/restart";
+  kfmm::ICOptions ic;
+  ic.kind = kfmm::ICKind::Plummer;
+  ic.n_total = 100;
+  kfmm::SimulationConfig config;
+  config.schedule.output_times = {1.0};
+  SimulationState state;
+  state.started = true;
+  state.particles = kfmm::to_device(kfmm::make_initial_conditions(context, ic));
+  auto const write_at = [&](long long step) {
+    state.step = step;
+    kfmm::write_restart(context, path, state, config);
+  };
+  write_at(1);
+  for (long long step : {2, 3}) {
+    SCOPED_TRACE(step);
+    kfmm::fault_injection::arm("restart.swapping:1:0:throw");
+    EXPECT_THROW(write_at(step), kfmm::Error);
+    kfmm::fault_injection::arm("");
+    ASSERT_TRUE(kfmm::restart_exists(context, path));
+    EXPECT_EQ(kfmm::read_restart(context, path, config).step, 1);
+  }
+  // Interrupted once the new restart is in place, before restart.old is removed.
+  kfmm::fault_injection::arm("restart.swapped:1:0:throw");
+  EXPECT_THROW(write_at(4), kfmm::Error);
+  kfmm::fault_injection::arm("");
+  EXPECT_EQ(kfmm::read_restart(context, path, config).step, 4);
+  write_at(5);
+  EXPECT_EQ(kfmm::read_restart(context, path, config).step, 5);
+  if (context.is_root()) {
+    EXPECT_FALSE(std::filesystem::exists(path + ".old"));
+    EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  }
+}
+
+// At a step that reaches an output, the restart is written after the Output event's observers
+// (the snapshot writer): a crash while the snapshot is written must leave a restart from before
+// that step, so that the continued run writes the snapshot (it once continued after it).
+TEST(Restart, OutputStepsRestartFollowsItsSnapshot) {
+  kfmm::Context context;
+  SharedTemporaryDirectory directory(context);
+  std::string const path = directory.path() + "/restart";
+  kfmm::ICOptions ic;
+  ic.kind = kfmm::ICKind::Plummer;
+  ic.n_total = 200;
+  auto const initial = kfmm::make_initial_conditions(context, ic);
+  kfmm::SimulationConfig config;
+  config.schedule.output_times = {0.1, 0.2};
+  config.schedule.steps_per_output = 3;
+  auto const forces = kfmm::direct_forces(context, kfmm::SofteningKind::Plummer, 0.05, 1.0);
+  auto const crash_in_snapshot_1 = [](SimulationEvent event, SimulationState const& state) {
+    if (event == SimulationEvent::Output && state.output_number() == 1) kfmm::fail("crash while writing snapshot 1");
+  };
+  auto particles = kfmm::to_device(initial);
+  EXPECT_THROW(kfmm::simulate(context, particles, config, forces,
+                              kfmm::combine({crash_in_snapshot_1, kfmm::restart_observer(context, path, config, 1)})),
+               kfmm::Error);
+  auto state = kfmm::read_restart(context, path, config);
+  EXPECT_EQ(state.step, 2);
+  Outputs continued;
+  ASSERT_EQ(kfmm::simulate(context, state, config, forces, record_outputs(continued)), kfmm::SimulationStatus::Finished);
+  EXPECT_EQ(continued.count(1), 1u) << "the continued run skipped output 1";
 }
 
 }  // namespace
