@@ -184,13 +184,6 @@ struct FileSlice {
   int files_per_snapshot = 1;
 };
 
-void maybe_inject_failure(char const* dataset) {
-  fault_injection::point("snapshot.dataset");
-  char const* target = std::getenv("KFMM_IO_FAIL_AFTER");
-  if (target && std::string(target) == dataset)
-    fail("injected failure after writing {} (KFMM_IO_FAIL_AFTER is set; unset it for real runs)", dataset);
-}
-
 class SnapshotFileWriter {
  public:
   SnapshotFileWriter(hid_t file, FileSlice const& slice, ParticleFileOptions const& options, UnitSystem const& units,
@@ -254,7 +247,7 @@ class SnapshotFileWriter {
     write_vectors<Value>("Coordinates", p.pos, position_dimension);
     write_vectors<Value>("Velocities", p.vel, velocity_dimension);
     write_rows("ParticleIDs", H5T_STD_U64LE, H5T_NATIVE_UINT64, 1, p.id.data(), nullptr);
-    maybe_inject_failure("ParticleIDs");
+    fault_injection::point("snapshot.dataset");
     write_scalars<Value>("Masses", p.mass, mass_dimension);
     if (fields && fields->potential.extent(0) > 0)
       write_scalars<Value>("Potential", fields->potential, potential_dimension);
@@ -276,14 +269,14 @@ class SnapshotFileWriter {
     for (std::size_t i = 0; i < local_; ++i)
       for (int k = 0; k < 3; ++k) rows[3 * i + k] = static_cast<Value>(view(i, k));
     write_rows(name, file_type<Value>(), memory_type<Value>(), 3, rows.data(), &dimension);
-    maybe_inject_failure(name);
+    fault_injection::point("snapshot.dataset");
   }
 
   template <class Value>
   void write_scalars(char const* name, ScalarView<double, HostSpace> const& view, Dimension const& dimension) {
     std::vector<Value> rows(view.data(), view.data() + local_);
     write_rows(name, file_type<Value>(), memory_type<Value>(), 1, rows.data(), &dimension);
-    maybe_inject_failure(name);
+    fault_injection::point("snapshot.dataset");
   }
 
   template <class Value>

@@ -79,8 +79,7 @@ struct ForceFields {
 /// after "snapdir_"; any other directory name `D` gives `D.i.hdf5`). Missing parent
 /// directories are created. Errors on any rank are agreed across ranks and thrown as kfmm::Error.
 ///
-/// Test hook: with the environment variable KFMM_IO_FAIL_AFTER=<dataset name> set on every rank,
-/// the write fails right after that dataset was written (to test the temporary-file logic).
+/// Fault point `snapshot.dataset` (core/fault_injection.hpp) follows each dataset written.
 void write_particles(Context const& context, std::string const& path, Particles<HostSpace> const& particles,
                      SnapshotHeader const& header, ParticleFileOptions const& options,
                      ForceFields const* fields = nullptr);

@@ -2,6 +2,7 @@
 // count, zero-particle ranks, force fields, atomic replacement, malformed input, and
 // interoperability with h5py (files made and checked by make_gadget4_file.py).
 #include <kfmm/comm/context.hpp>
+#include <kfmm/core/fault_injection.hpp>
 #include <kfmm/io/particle_file.hpp>
 
 #include <gtest/gtest.h>
@@ -316,19 +317,21 @@ TEST_F(ParticleFileTest, FailedWriteLeavesNoFileAndKeepsTheOldOne) {
     std::string const existing = kfmm::snapshot_path(dir.string(), 2, layout);
     ParticleFileOptions const options{layout, Precision::Double, 0};
     kfmm::write_particles(world, existing, old_particles, SnapshotHeader{}, options);
-    for (char const* dataset : {"Coordinates", "Masses"}) {
-      setenv("KFMM_IO_FAIL_AFTER", dataset, 1);
+    // Datasets are written in the order Coordinates, Velocities, ParticleIDs, Masses: fail on
+    // every rank after the first and after the last.
+    for (char const* rule : {"snapshot.dataset:1:*:throw", "snapshot.dataset:4:*:throw"}) {
       for (auto const& target : {fresh, existing}) {
+        kfmm::fault_injection::arm(rule);
         try {
           kfmm::write_particles(world, target, new_particles, SnapshotHeader{}, options);
           ADD_FAILURE() << "the injected failure did not throw";
         } catch (kfmm::Error const& e) {
-          EXPECT_NE(std::string(e.what()).find("injected failure after writing " + std::string(dataset)),
+          EXPECT_NE(std::string(e.what()).find("injected failure at fault point 'snapshot.dataset'"),
                     std::string::npos)
               << e.what();
         }
       }
-      unsetenv("KFMM_IO_FAIL_AFTER");
+      kfmm::fault_injection::arm("");
       MPI_Barrier(world.comm());
       EXPECT_FALSE(fs::exists(fresh));
       expect_slice(world, kfmm::read_particles(world, existing), 10, Precision::Double);
