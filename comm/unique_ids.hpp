@@ -33,12 +33,10 @@ struct IdRepeats {
 
 namespace detail {
 
-/// One particle id and where it lives; moved to the id's owner rank.
+/// One particle id and its global row; moved to the id's owner rank.
 struct IdRecord {
   std::uint64_t id;
   std::uint64_t row;
-  std::uint64_t index;
-  std::uint64_t rank;
 };
 
 /// SplitMix64's finaliser: consecutive ids spread evenly over the owner ranks.
@@ -51,12 +49,12 @@ KOKKOS_INLINE_FUNCTION std::uint64_t id_hash(std::uint64_t x) {
 // The kernels are free functions: nvcc allows device lambdas only there and in public members.
 template <class ExecutionSpace, class Ids, class Owners, class Records>
 void make_id_records(ExecutionSpace const& space, Ids const& ids, std::size_t n, std::uint64_t first_row,
-                     std::uint64_t rank, std::uint64_t ranks, Owners const& owners, Records const& records) {
+                     std::uint64_t ranks, Owners const& owners, Records const& records) {
   Kokkos::parallel_for(
       "kfmm::unique_ids::records", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n), KOKKOS_LAMBDA(std::size_t i) {
         std::uint64_t const id = ids(i);
-        owners(i) = static_cast<int>(id_hash(id) % ranks);
-        records(i) = IdRecord{id, first_row + i, i, rank};
+        if (ranks > 1) owners(i) = static_cast<int>(id_hash(id) % ranks);
+        records(i) = IdRecord{id, first_row + i};
       });
 }
 
@@ -109,9 +107,10 @@ void set_ids_by_row(ExecutionSpace const& space, Ids const& ids, std::size_t n, 
 /// The global row of this rank's first particle (ranks in order). Collective.
 std::uint64_t first_global_row(Context const& context, std::size_t n);
 
-/// Agrees on the repeats found by each owner rank: every rank returns the same answer. Collective.
-IdRepeats agree_on_repeats(Context const& context, std::uint64_t count, std::uint64_t smallest,
-                           IdRecord const* first_two);
+/// Agrees on the repeats found by each owner rank: every rank returns the same answer. `first_row`
+/// is this rank's first global row (to name the ranks holding the rows). Collective.
+IdRepeats agree_on_repeats(Context const& context, std::uint64_t first_row, std::uint64_t count,
+                           std::uint64_t smallest, IdRecord const* first_two);
 
 }  // namespace detail
 
@@ -125,14 +124,19 @@ IdRepeats find_repeated_ids(ExecutionSpace const& space, Context const& context,
   if (ids.extent(0) < n) error = fmt::format("find_repeated_ids: n = {} exceeds the {} ids given", n, ids.extent(0));
   agree_on_error(context, error);
   auto const alloc = [](char const* label) { return Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)); };
-  Kokkos::View<int*, Memory> owners(alloc("kfmm::unique_ids::owners"), n);
+  bool const distributed = context.size() > 1;  // one rank owns every id: no exchange
+  Kokkos::View<int*, Memory> owners(alloc("kfmm::unique_ids::owners"), distributed ? n : 0);
   Kokkos::View<detail::IdRecord*, Memory> records(alloc("kfmm::unique_ids::records"), n);
-  detail::make_id_records(space, ids, n, detail::first_global_row(context, n), std::uint64_t(context.rank()),
-                          std::uint64_t(context.size()), owners, records);
+  std::uint64_t const first_row = detail::first_global_row(context, n);
+  detail::make_id_records(space, ids, n, first_row, std::uint64_t(context.size()), owners, records);
   space.fence();
-  ExchangePlan<Memory> const plan(context, owners, n);
-  auto const arrived = plan.exchange(records);
-  std::size_t const m = plan.num_import();
+  auto arrived = records;
+  std::size_t m = n;
+  if (distributed) {
+    ExchangePlan<Memory> const plan(context, owners, n);
+    arrived = plan.exchange(records);
+    m = plan.num_import();
+  }
   Kokkos::View<std::uint64_t*, Memory> keys(alloc("kfmm::unique_ids::keys"), m);
   Kokkos::View<std::uint64_t*, Memory> order(alloc("kfmm::unique_ids::order"), m);
   detail::id_keys(space, arrived, m, keys);
@@ -149,7 +153,7 @@ IdRepeats find_repeated_ids(ExecutionSpace const& space, Context const& context,
     for (int k = 0; k < 2; ++k)
       Kokkos::deep_copy(first_two[k], Kokkos::subview(arrived, std::size_t(positions(k))));
   }
-  return detail::agree_on_repeats(context, count, smallest, first_two);
+  return detail::agree_on_repeats(context, first_row, count, smallest, first_two);
 }
 
 /// find_repeated_ids() over the `num` valid particles.
