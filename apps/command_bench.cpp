@@ -110,6 +110,7 @@ void bench(Environment const& environment, BenchOptions const& options, FMMConfi
   host = Particles<HostSpace>();  // not needed any more; a GPU run keeps no host copy either
   memory.reset_peak();            // the peak from here on includes the particles and the solver
   ForceSolver solver(context, config);
+  solver.collect_statistics(true);
   solver.compute(particles);  // warm-up: first decomposition, allocations
   // The first call of the relative criterion also estimates |a| (later calls reuse it).
   double first[2] = {solver.stats().total_seconds, 0};

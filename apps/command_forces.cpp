@@ -29,6 +29,7 @@ void compute_forces(Context const& context, ForcesOptions const& options, FMMCon
                              parse_duplicate_id_policy(options.duplicate_ids));
   auto particles = to_device(host);
   ForceSolver solver(context, config);
+  solver.collect_statistics(true);  // the summary line prints the global pair counts
   solver.compute(particles);
   auto const out = to_host(particles);
   ForceFields fields;

@@ -709,11 +709,15 @@ std::uint64_t DistributedTree::owned_leaves(Tree<> const& tree, NodeGeometry con
   return count;
 }
 
-void DistributedTree::fill_stats(Context const& context, ForceStats& stats) const {
+void DistributedTree::fill_local_stats(ForceStats& stats) const {
   stats.bytes_sent = bytes_sent_;
   stats.bytes_received = bytes_received_;
   stats.imported_nodes = imported_nodes_;
   stats.imported_particles = imported_particles_;
+}
+
+void DistributedTree::fill_stats(Context const& context, ForceStats& stats) const {
+  fill_local_stats(stats);
   MPI_Allreduce(&bytes_sent_, &stats.bytes_sent_max, 1, MPI_UINT64_T, MPI_MAX, context.comm());
   MPI_Allreduce(&bytes_received_, &stats.bytes_received_max, 1, MPI_UINT64_T, MPI_MAX, context.comm());
 }

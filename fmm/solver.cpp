@@ -139,7 +139,10 @@ class ForceSolver::Impl {
     write_results(particles, n);
     if (context_.size() > 1) measure_costs(n);
     phase("output");
-    collect_counts(particles, n);
+    if (statistics_)
+      collect_counts(particles, n);
+    else
+      distributed_.fill_local_stats(stats_);
     stats_.total_seconds = total.seconds();
   }
 
@@ -284,6 +287,7 @@ class ForceSolver::Impl {
   ScalarView<double> potential() const { return potential_; }
   Vec3View<double> acceleration() const { return acceleration_; }
   ForceStats const& stats() const { return stats_; }
+  void collect_statistics(bool on) { statistics_ = on; }
   FMMConfig const& config() const { return config_; }
   Context const& context() const { return context_; }
 
@@ -390,6 +394,7 @@ class ForceSolver::Impl {
     Kokkos::parallel_reduce(
         "kfmm::solver::rank_cost", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, n),
         KOKKOS_LAMBDA(int i, double& sum) { sum += particle_cost(i); }, local_cost);
+    if (!statistics_) return;
     double max_cost = 0, total_cost = 0;
     MPI_Allreduce(&local_cost, &max_cost, 1, MPI_DOUBLE, MPI_MAX, context_.comm());
     MPI_Allreduce(&local_cost, &total_cost, 1, MPI_DOUBLE, MPI_SUM, context_.comm());
@@ -515,6 +520,7 @@ class ForceSolver::Impl {
   ScalarView<std::uint64_t> estimate_ids_{"kfmm::solver::estimate_ids", 0};
   std::size_t estimate_count_ = 0;
   bool have_estimate_ = false;
+  bool statistics_ = false;  // gather the global figures of stats_ (collectives on every call)
   ScalarView<double> carried_{"kfmm::solver::carried_estimate", 0};
   PairLists m2l_, p2p_;
   DistributedTree distributed_;
@@ -553,6 +559,7 @@ void ForceSolver::set_acceleration_estimate(Particles<MemorySpace> const& partic
 }
 void ForceSolver::forget_acceleration_estimate() { impl_->forget_acceleration_estimate(); }
 ForceStats const& ForceSolver::stats() const { return impl_->stats(); }
+void ForceSolver::collect_statistics(bool on) { impl_->collect_statistics(on); }
 FMMConfig const& ForceSolver::config() const { return impl_->config(); }
 Context const& ForceSolver::context() const { return impl_->context(); }
 

@@ -64,8 +64,14 @@ class ForceSolver {
   /// particles' positions by more than a time step while keeping their ids.
   void forget_acceleration_estimate();
 
-  /// Timings, interaction counts and communication figures of the last call.
+  /// Timings, interaction counts and communication figures of the last call. Phase times and
+  /// this rank's figures are always there; the global figures (P2P pairs, M2L, nodes, leaves,
+  /// particle and byte extremes over ranks, cost imbalance) only after collect_statistics(true),
+  /// as they cost collectives on every call (otherwise they are 0, the imbalance 1).
   ForceStats const& stats() const;
+  /// Whether calls gather the global figures of stats() (off by default; `kfmm bench` and
+  /// `kfmm forces` turn it on).
+  void collect_statistics(bool on);
   FMMConfig const& config() const;
   Context const& context() const;
 

@@ -240,6 +240,7 @@ TEST_F(RelativeSolverTest, ListsAndForcesDoNotDependOnTheRankCount) {
   Context const self(MPI_COMM_SELF);
   auto all = to_device(generate_initial_conditions(options, 0, 1, [](std::int64_t*, int) {}));
   ForceSolver single(self, config);
+  single.collect_statistics(true);
   single.compute(all);
   auto const ids_single = Kokkos::create_mirror_view_and_copy(HostSpace(), all.id);
   auto const acc_single = Kokkos::create_mirror_view_and_copy(HostSpace(), single.acceleration());
@@ -248,6 +249,7 @@ TEST_F(RelativeSolverTest, ListsAndForcesDoNotDependOnTheRankCount) {
 
   auto mine = make(ICKind::Satellites, options.n_total);
   ForceSolver distributed(world, config);
+  distributed.collect_statistics(true);
   distributed.compute(mine);
   EXPECT_EQ(distributed.stats().p2p_pairs, single.stats().p2p_pairs);
   EXPECT_EQ(distributed.stats().m2l, single.stats().m2l);
@@ -289,6 +291,7 @@ TEST_F(RelativeSolverTest, KeepsTheAccelerationEstimateForTheSameParticles) {
   config.precision = Precision::Double;
   auto particles = make(ICKind::Satellites, 2000);
   ForceSolver solver(world, config);
+  solver.collect_statistics(true);
   EXPECT_FALSE(solver.has_acceleration_estimate());
   solver.compute(particles);
   EXPECT_TRUE(estimated(solver));
@@ -321,6 +324,7 @@ TEST_F(RelativeSolverTest, KeepsTheAccelerationEstimateForTheSameParticles) {
     for (std::size_t i = 0; i < host.num; ++i) reversed_estimate(i) = estimate(host.num - 1 - i);
     auto shuffled = to_device(copy);
     ForceSolver given(world, config);
+    given.collect_statistics(true);
     given.set_acceleration_estimate(shuffled, Kokkos::create_mirror_view_and_copy(MemorySpace(), reversed_estimate));
     given.compute(shuffled);
     EXPECT_FALSE(estimated(given));

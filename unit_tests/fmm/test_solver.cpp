@@ -331,6 +331,7 @@ TEST_F(SolverTest, DistributedResultEqualsSingleRankResult) {
   Context const self(MPI_COMM_SELF);
   auto all = to_device(generate_initial_conditions(options, 0, 1, [](std::int64_t*, int) {}));
   ForceSolver single(self, config);
+  single.collect_statistics(true);
   single.compute(all);
   auto const ids_single = Kokkos::create_mirror_view_and_copy(HostSpace(), all.id);
   auto const acc_single = Kokkos::create_mirror_view_and_copy(HostSpace(), single.acceleration());
@@ -339,6 +340,7 @@ TEST_F(SolverTest, DistributedResultEqualsSingleRankResult) {
 
   auto mine = make(ICKind::GaussianClumps, 8000, options.seed);
   ForceSolver distributed(world, config);
+  distributed.collect_statistics(true);
   distributed.compute(mine);
   auto const ids = Kokkos::create_mirror_view_and_copy(HostSpace(), mine.id);
   auto const acc = Kokkos::create_mirror_view_and_copy(HostSpace(), distributed.acceleration());
@@ -377,6 +379,7 @@ TEST_F(SolverTest, InputOrderCallsKeepTheCostWeightsAligned) {
   FMMConfig config;
   config.leaf_size = 16;  // fine cells, so that the rank boundaries can follow the weights
   ForceSolver solver(world, config);
+  solver.collect_statistics(true);
   ScalarView<double> pot;
   Vec3View<double> acc;
   solver.compute_in_input_order(particles, pot, acc);
@@ -396,6 +399,7 @@ TEST_F(SolverTest, InputOrderCallsKeepTheCostWeightsAligned) {
 TEST_F(SolverTest, CostWeightsFromOutsideAreChecked) {
   auto particles = make(ICKind::Uniform, 2000);
   ForceSolver solver(world, FMMConfig{});
+  solver.collect_statistics(true);
   ScalarView<double> weights("weights", particles.num);
   Kokkos::deep_copy(weights, 1.0);
   EXPECT_THROW(solver.set_cost_weights(weights, particles.num + 1), Error);
@@ -413,6 +417,32 @@ TEST_F(SolverTest, CostWeightsFromOutsideAreChecked) {
   EXPECT_EQ(solver.cost_weights().extent(0), particles.num);
   solver.compute(particles);  // decomposed by the given weights
   EXPECT_EQ(solver.stats().p2p_pairs > 0, true);
+}
+
+// Global figures cost collectives on every call: gathered only on request, and asking for
+// them changes no force.
+TEST_F(SolverTest, GlobalStatisticsOnlyOnRequest) {
+  auto particles = make(ICKind::GaussianClumps, 3000);
+  auto copy = make(ICKind::GaussianClumps, 3000);
+  ForceSolver quiet(world, FMMConfig{});
+  ForceSolver counting(world, FMMConfig{});
+  counting.collect_statistics(true);
+  quiet.compute(particles);
+  counting.compute(copy);
+  EXPECT_EQ(quiet.stats().p2p_pairs, 0u);
+  EXPECT_EQ(quiet.stats().m2l, 0u);
+  EXPECT_EQ(quiet.stats().nodes, 0u);
+  EXPECT_EQ(quiet.stats().cost_imbalance, 1.0);
+  EXPECT_GT(quiet.stats().seconds("walk"), 0.0);
+  EXPECT_GT(counting.stats().p2p_pairs, 0u);
+  EXPECT_GT(counting.stats().m2l, 0u);
+  EXPECT_EQ(counting.stats().particles_max > 0, true);
+  auto const a = Kokkos::create_mirror_view_and_copy(HostSpace(), quiet.acceleration());
+  auto const b = Kokkos::create_mirror_view_and_copy(HostSpace(), counting.acceleration());
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < particles.num; ++i)
+    for (int k = 0; k < 3; ++k) differ += a(i, k) != b(i, k);
+  EXPECT_EQ(differ, 0u);
 }
 
 TEST_F(SolverTest, InteractionListsBeyondTheIndexLimitFailOnEveryRank) {
@@ -437,6 +467,7 @@ TEST_F(SolverTest, InteractionListsBeyondTheIndexLimitFailOnEveryRank) {
   if (world.size() > 1) EXPECT_NE(message.find("rank " + std::to_string(last) + ":"), std::string::npos) << message;
   // Afterwards the hook is gone and a new solver works.
   ForceSolver solver(world, FMMConfig{});
+  solver.collect_statistics(true);
   solver.compute(particles);
   EXPECT_GT(solver.stats().p2p_pairs, 0u);
 }

@@ -1,0 +1,109 @@
+/* Counts MPI calls per rank through the PMPI profiling interface and prints them at
+ * MPI_Finalize: collectives by name, point-to-point messages, their bytes and partners. For
+ * measuring what a kfmm run costs in communication independently of the cores (README,
+ * "Distributed"). Build and use:
+ *   mpicc -shared -fPIC -O2 -o /tmp/libmpi_calls.so tools/mpi_calls.c
+ *   mpirun -np 4 -x LD_PRELOAD=/tmp/libmpi_calls.so build/apps/kfmm bench ...
+ * Each rank prints one line "mpi_calls rank R: name=count ..." to stderr. */
+#include <mpi.h>
+#include <stdio.h>
+#include <string.h>
+
+enum { ALLREDUCE, ALLTOALL, ALLTOALLV, ALLGATHER, ALLGATHERV, BCAST, BARRIER, EXSCAN, SCAN, REDUCE, GATHER,
+       SPLIT, DUP, COLLECTIVES };
+static char const* names[COLLECTIVES] = {"Allreduce", "Alltoall", "Alltoallv", "Allgather", "Allgatherv", "Bcast",
+                                         "Barrier", "Exscan", "Scan", "Reduce", "Gather", "Comm_split", "Comm_dup"};
+static long long calls[COLLECTIVES];
+static long long messages, bytes;
+static char partner[1 << 16];
+
+static void sent(int count, MPI_Datatype type, int dest) {
+  int size = 0;
+  PMPI_Type_size(type, &size);
+  ++messages;
+  bytes += (long long)count * size;
+  if (dest >= 0 && dest < (int)sizeof(partner)) partner[dest] = 1;
+}
+
+int MPI_Allreduce(const void* s, void* r, int c, MPI_Datatype t, MPI_Op o, MPI_Comm m) {
+  ++calls[ALLREDUCE];
+  return PMPI_Allreduce(s, r, c, t, o, m);
+}
+int MPI_Alltoall(const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, MPI_Comm m) {
+  ++calls[ALLTOALL];
+  return PMPI_Alltoall(s, sc, st, r, rc, rt, m);
+}
+int MPI_Alltoallv(const void* s, const int* sc, const int* sd, MPI_Datatype st, void* r, const int* rc,
+                  const int* rd, MPI_Datatype rt, MPI_Comm m) {
+  ++calls[ALLTOALLV];
+  return PMPI_Alltoallv(s, sc, sd, st, r, rc, rd, rt, m);
+}
+int MPI_Allgather(const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, MPI_Comm m) {
+  ++calls[ALLGATHER];
+  return PMPI_Allgather(s, sc, st, r, rc, rt, m);
+}
+int MPI_Allgatherv(const void* s, int sc, MPI_Datatype st, void* r, const int* rc, const int* d, MPI_Datatype rt,
+                   MPI_Comm m) {
+  ++calls[ALLGATHERV];
+  return PMPI_Allgatherv(s, sc, st, r, rc, d, rt, m);
+}
+int MPI_Bcast(void* b, int c, MPI_Datatype t, int root, MPI_Comm m) {
+  ++calls[BCAST];
+  return PMPI_Bcast(b, c, t, root, m);
+}
+int MPI_Barrier(MPI_Comm m) {
+  ++calls[BARRIER];
+  return PMPI_Barrier(m);
+}
+int MPI_Exscan(const void* s, void* r, int c, MPI_Datatype t, MPI_Op o, MPI_Comm m) {
+  ++calls[EXSCAN];
+  return PMPI_Exscan(s, r, c, t, o, m);
+}
+int MPI_Scan(const void* s, void* r, int c, MPI_Datatype t, MPI_Op o, MPI_Comm m) {
+  ++calls[SCAN];
+  return PMPI_Scan(s, r, c, t, o, m);
+}
+int MPI_Reduce(const void* s, void* r, int c, MPI_Datatype t, MPI_Op o, int root, MPI_Comm m) {
+  ++calls[REDUCE];
+  return PMPI_Reduce(s, r, c, t, o, root, m);
+}
+int MPI_Gather(const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, int root, MPI_Comm m) {
+  ++calls[GATHER];
+  return PMPI_Gather(s, sc, st, r, rc, rt, root, m);
+}
+int MPI_Comm_split_type(MPI_Comm m, int type, int key, MPI_Info info, MPI_Comm* out) {
+  ++calls[SPLIT];
+  return PMPI_Comm_split_type(m, type, key, info, out);
+}
+int MPI_Comm_split(MPI_Comm m, int color, int key, MPI_Comm* out) {
+  ++calls[SPLIT];
+  return PMPI_Comm_split(m, color, key, out);
+}
+int MPI_Comm_dup(MPI_Comm m, MPI_Comm* out) {
+  ++calls[DUP];
+  return PMPI_Comm_dup(m, out);
+}
+int MPI_Isend(const void* b, int c, MPI_Datatype t, int dest, int tag, MPI_Comm m, MPI_Request* q) {
+  sent(c, t, dest);
+  return PMPI_Isend(b, c, t, dest, tag, m, q);
+}
+int MPI_Send(const void* b, int c, MPI_Datatype t, int dest, int tag, MPI_Comm m) {
+  sent(c, t, dest);
+  return PMPI_Send(b, c, t, dest, tag, m);
+}
+
+int MPI_Finalize(void) {
+  int rank = 0, partners = 0;
+  long long collectives = 0;
+  char line[1024];
+  int at = 0;
+  PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  for (unsigned i = 0; i < sizeof(partner); ++i) partners += partner[i];
+  for (int i = 0; i < COLLECTIVES; ++i) {
+    collectives += i < SPLIT ? calls[i] : 0;
+    if (calls[i] > 0) at += snprintf(line + at, sizeof(line) - at, " %s=%lld", names[i], calls[i]);
+  }
+  fprintf(stderr, "mpi_calls rank %d: collectives=%lld%s messages=%lld bytes=%lld partners=%d\n", rank, collectives,
+          line, messages, bytes, partners);
+  return PMPI_Finalize();
+}
