@@ -5,11 +5,25 @@
 
 namespace kfmm {
 
-Context::Context(MPI_Comm comm) : comm_(comm) {
-  MPI_Comm_rank(comm_, &rank_);
-  MPI_Comm_size(comm_, &size_);
+namespace {
+
+void free_communicator(MPI_Comm* comm) {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Comm_free(comm);
+  delete comm;
+}
+
+}  // namespace
+
+Context::Context(MPI_Comm comm) {
+  auto* own = new MPI_Comm(MPI_COMM_NULL);
+  MPI_Comm_dup(comm, own);
+  comm_ = std::shared_ptr<MPI_Comm const>(own, [](MPI_Comm const* c) { free_communicator(const_cast<MPI_Comm*>(c)); });
+  MPI_Comm_rank(*own, &rank_);
+  MPI_Comm_size(*own, &size_);
   MPI_Comm node;
-  MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
+  MPI_Comm_split_type(*own, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
   MPI_Comm_rank(node, &local_rank_);
   MPI_Comm_size(node, &local_size_);
   MPI_Comm_free(&node);

@@ -3,18 +3,25 @@
 /// \brief An MPI communicator with the facts every algorithm asks for.
 #include <mpi.h>
 
+#include <memory>
 #include <string>
 
 namespace kfmm {
 
 /// \brief A communicator and this process's place in it (rank, size, rank on the node).
-/// Does not own the communicator.
+///
+/// kfmm works on its own duplicate of the caller's communicator (MPI_Comm_dup), so that its
+/// messages never match the caller's, whatever their tags, also while the caller has
+/// receives pending. Copies share the duplicate; the last one frees it (not after
+/// MPI_Finalize).
 class Context {
  public:
-  /// Wraps `comm` (MPI must be initialised); computes the node-local rank once.
+  /// Duplicates `comm` (MPI must be initialised; collective over `comm`) and computes the
+  /// node-local rank once.
   explicit Context(MPI_Comm comm = MPI_COMM_WORLD);
 
-  MPI_Comm comm() const { return comm_; }
+  /// kfmm's duplicate of the communicator given to the constructor.
+  MPI_Comm comm() const { return *comm_; }
   int rank() const { return rank_; }
   int size() const { return size_; }
   /// Rank among the processes sharing this node (MPI_COMM_TYPE_SHARED).
@@ -23,7 +30,7 @@ class Context {
   bool is_root() const { return rank_ == 0; }
 
  private:
-  MPI_Comm comm_;
+  std::shared_ptr<MPI_Comm const> comm_;
   int rank_ = 0;
   int size_ = 1;
   int local_rank_ = 0;

@@ -12,6 +12,7 @@
 #include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -101,7 +102,8 @@ class ExchangePlan {
   /// destination on any rank makes every rank throw kfmm::Error.
   ExchangePlan(Context const& context, Kokkos::View<int const*, Memory> const& destinations, std::size_t n,
                std::size_t max_message_bytes = INT_MAX)
-      : comm_(context.comm()), rank_(context.rank()), num_elements_(n), max_message_bytes_(max_message_bytes) {
+      : context_(std::make_shared<Context const>(context)), comm_(context.comm()), rank_(context.rank()), num_elements_(n),
+        max_message_bytes_(max_message_bytes) {
     if (max_message_bytes == 0 || max_message_bytes > std::size_t(INT_MAX))
       fail("ExchangePlan: max_message_bytes = {} must be in [1, {}]", max_message_bytes, INT_MAX);
     std::string error;
@@ -173,7 +175,8 @@ class ExchangePlan {
   }
 
  private:
-  MPI_Comm comm_ = MPI_COMM_NULL;  // not a Context: a default plan must not call MPI
+  std::shared_ptr<Context const> context_;  // keeps the communicator alive; none in a default plan (no MPI)
+  MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   std::size_t num_elements_ = 0;
   std::size_t max_message_bytes_ = INT_MAX;
