@@ -65,6 +65,37 @@ inline void check(herr_t status, std::string_view what) {
   if (status < 0) fail("HDF5 could not {}", what);
 }
 
+/// How much of a dataset's data the file stores.
+enum class Stored { None, Some, All };
+
+/// \brief Whether the rows a dataset declares are stored in the file: HDF5 allocates storage on
+/// the first write, so a dataset can declare any number of rows without holding them.
+/// Contiguous datasets report it directly; chunked ones report "partly" for every compressed
+/// dataset (its chunks are smaller than their extent), so their allocated chunks are counted.
+inline Stored stored_extent(hid_t dataset) {
+  H5D_space_status_t status = H5D_SPACE_STATUS_ERROR;
+  if (H5Dget_space_status(dataset, &status) < 0)
+    fail("HDF5 could not read a dataset's allocation status");
+  if (status == H5D_SPACE_STATUS_ALLOCATED) return Stored::All;
+  if (status == H5D_SPACE_STATUS_NOT_ALLOCATED) return Stored::None;
+  Hdf5Handle const creation = checked(H5Dget_create_plist(dataset), H5Pclose, "read a dataset's creation properties");
+  if (H5Pget_layout(creation.get()) != H5D_CHUNKED) return Stored::Some;
+  Hdf5Handle const space = checked(H5Dget_space(dataset), H5Sclose, "read a dataspace");
+  int const rank = H5Sget_simple_extent_ndims(space.get());
+  if (rank < 1 || rank > H5S_MAX_RANK) return Stored::Some;
+  hsize_t dims[H5S_MAX_RANK] = {}, chunk[H5S_MAX_RANK] = {};
+  if (H5Sget_simple_extent_dims(space.get(), dims, nullptr) < 0 || H5Pget_chunk(creation.get(), rank, chunk) != rank)
+    fail("HDF5 could not read a dataset's chunk layout");
+  hsize_t expected = 1;
+  for (int k = 0; k < rank; ++k) {
+    if (chunk[k] == 0) return Stored::Some;
+    expected *= (dims[k] + chunk[k] - 1) / chunk[k];
+  }
+  hsize_t allocated = 0;
+  if (H5Dget_num_chunks(dataset, space.get(), &allocated) < 0) fail("HDF5 could not count a dataset's chunks");
+  return allocated >= expected ? Stored::All : allocated == 0 ? Stored::None : Stored::Some;
+}
+
 /// Turns off HDF5's own error-stack printing so that users see only kfmm's messages.
 inline void silence_hdf5_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
 

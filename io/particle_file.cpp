@@ -76,7 +76,14 @@ void write_value(hid_t location, std::string const& name, ParameterValue const& 
 }
 
 /// Reads any numeric or string attribute as a ParameterValue.
-ParameterValue read_value(hid_t attribute, std::string const& name) {
+ParameterValue read_value(hid_t attribute, std::string const& name, std::string const& path) {
+  // One value is read into one variable: an array attribute would overflow it.
+  Hdf5Handle const space = checked(H5Aget_space(attribute), H5Sclose, "read an attribute dataspace");
+  hssize_t const points = H5Sget_simple_extent_npoints(space.get());
+  if (points != 1)
+    fail("particle file {}: attribute {} has {} values; kfmm reads only single-valued attributes there (remove it "
+         "or store one value)",
+         path, name, points);
   Hdf5Handle const type = checked(H5Aget_type(attribute), H5Tclose, "read an attribute type");
   switch (H5Tget_class(type.get())) {
     case H5T_INTEGER: {
@@ -105,12 +112,14 @@ ParameterValue read_value(hid_t attribute, std::string const& name) {
       return value;
     }
     default:
-      fail("attribute {} has an HDF5 type kfmm does not read (expected integer, float or string)", name);
+      fail("particle file {}: attribute {} has an HDF5 type kfmm does not read (expected integer, float or string)",
+           path, name);
   }
 }
 
 /// All attributes of `location`, in name order.
-std::vector<std::pair<std::string, ParameterValue>> read_all_attributes(hid_t location) {
+std::vector<std::pair<std::string, ParameterValue>> read_all_attributes(hid_t location, std::string const& path,
+                                                                         std::string const& group) {
   // The C callback only collects names: exceptions must not cross HDF5's C frames.
   std::vector<std::string> names;
   auto const collect = [](hid_t, char const* name, H5A_info_t const*, void* data) -> herr_t {
@@ -123,7 +132,7 @@ std::vector<std::pair<std::string, ParameterValue>> read_all_attributes(hid_t lo
   for (auto const& name : names) {
     Hdf5Handle const attribute =
         checked(H5Aopen(location, name.c_str(), H5P_DEFAULT), H5Aclose, fmt::format("open attribute {}", name));
-    values.emplace_back(name, read_value(attribute.get(), name));
+    values.emplace_back(name, read_value(attribute.get(), group + "/" + name, path));
   }
   return values;
 }
@@ -503,7 +512,24 @@ bool check_dataset(hid_t group, FileInfo const& info, char const* name, hsize_t 
   if (type_class != (integer ? H5T_INTEGER : H5T_FLOAT))
     fail("particle file {}: dataset /{}/{} has type class {}, expected {}", info.path, particle_group, name,
          static_cast<int>(type_class), integer ? "integer" : "floating point");
+  // The shape may declare rows that were never written (HDF5 allocates storage on the first
+  // write): reading them would allocate memory for fill values, however large the count.
+  if (info.count > 0) {
+    io_detail::Stored const stored = io_detail::stored_extent(dataset.get());
+    if (stored != io_detail::Stored::All)
+      fail("particle file {}: dataset /{}/{} declares {} rows but stores {} of them (created, not {}written); "
+           "write the file again",
+           info.path, particle_group, name, info.count, stored == io_detail::Stored::None ? "none" : "only some",
+           stored == io_detail::Stored::None ? "" : "fully ");
+  }
   return true;
+}
+
+/// Whether /PartType1/ParticleIDs is a signed integer type (whose negative values are no ids).
+bool signed_ids(hid_t group) {
+  Hdf5Handle const dataset = checked(H5Dopen2(group, "ParticleIDs", H5P_DEFAULT), H5Dclose, "open ParticleIDs");
+  Hdf5Handle const type = checked(H5Dget_type(dataset.get()), H5Tclose, "read a dataset type");
+  return H5Tget_sign(type.get()) == H5T_SGN_2;
 }
 
 /// Reads rows [first, first + rows) of a dataset into `out` (row-major, `components` per row).
@@ -526,10 +552,17 @@ struct DatasetPresence {
   bool masses = false, potential = false, acceleration = false;
 };
 
+/// Per file: whether its ParticleIDs are stored signed (read as int64, negatives rejected).
+using SignedIds = std::vector<bool>;
+
 /// Checks every file's structure (all ranks see the same files, so all reach the same verdict).
-DatasetPresence check_structure(std::vector<FileInfo> const& files) {
+DatasetPresence check_structure(std::vector<FileInfo> const& files, SignedIds& signed_ids_of) {
   std::uint64_t sum = 0;
+  signed_ids_of.assign(files.size(), false);
   for (auto const& info : files) {
+    if (sum + info.count < sum)
+      fail("particle file {}: NumPart_ThisFile[1] = {} makes the files hold more than 2^64 particles", info.path,
+           info.count);
     sum += info.count;
     if (info.total != files.front().total)
       fail("particle file {} says NumPart_Total[1] = {}, but {} says {}", info.path, info.total, files.front().path,
@@ -539,13 +572,15 @@ DatasetPresence check_structure(std::vector<FileInfo> const& files) {
     fail("particle file {}: NumPart_Total[1] = {} but the files hold {} particles (sum of NumPart_ThisFile[1])",
          files.front().path, files.front().total, sum);
   std::optional<DatasetPresence> presence;
-  for (auto const& info : files) {
+  for (std::size_t f = 0; f < files.size(); ++f) {
+    FileInfo const& info = files[f];
     if (info.count == 0) continue;
     Hdf5Handle const file = open_file(info.path);
     Hdf5Handle const group = open_group(file.get(), info.path, particle_group);
     check_dataset(group.get(), info, "Coordinates", 3, true);
     check_dataset(group.get(), info, "Velocities", 3, true);
     check_dataset(group.get(), info, "ParticleIDs", 1, true);
+    signed_ids_of[f] = signed_ids(group.get());
     DatasetPresence here;
     here.masses = check_dataset(group.get(), info, "Masses", 1, false);
     here.potential = check_dataset(group.get(), info, "Potential", 1, false);
@@ -567,11 +602,13 @@ void scatter_rows(std::vector<double> const& rows, Vec3View<double, HostSpace> c
     for (int k = 0; k < 3; ++k) view(at + i, k) = rows[3 * i + k];
 }
 
-void read_local_slice(std::vector<FileInfo> const& files, DatasetPresence const& presence, std::uint64_t begin,
-                      Particles<HostSpace>& particles, ForceFields* fields) {
+void read_local_slice(std::vector<FileInfo> const& files, DatasetPresence const& presence,
+                      SignedIds const& signed_ids_of, std::uint64_t begin, Particles<HostSpace>& particles,
+                      ForceFields* fields) {
   std::uint64_t file_begin = 0;
   std::uint64_t const end = begin + particles.num;
-  for (auto const& info : files) {
+  for (std::size_t f = 0; f < files.size(); ++f) {
+    FileInfo const& info = files[f];
     std::uint64_t const file_end = file_begin + info.count;
     std::uint64_t const lo = std::max(begin, file_begin), hi = std::min(end, file_end);
     if (lo < hi) {
@@ -584,7 +621,20 @@ void read_local_slice(std::vector<FileInfo> const& files, DatasetPresence const&
       scatter_rows(buffer, particles.pos, at);
       read_rows(group.get(), info, "Velocities", H5T_NATIVE_DOUBLE, 3, first, rows, buffer.data());
       scatter_rows(buffer, particles.vel, at);
-      read_rows(group.get(), info, "ParticleIDs", H5T_NATIVE_UINT64, 1, first, rows, particles.id.data() + at);
+      if (signed_ids_of[f]) {
+        // HDF5 would clip negative values to id 0 when converting to unsigned.
+        std::vector<std::int64_t> ids(rows);
+        read_rows(group.get(), info, "ParticleIDs", H5T_NATIVE_INT64, 1, first, rows, ids.data());
+        for (std::size_t i = 0; i < rows; ++i) {
+          if (ids[i] < 0)
+            fail("particle file {}: /{}/ParticleIDs holds the negative id {} (row {} of the file); ids must be "
+                 "≥ 0",
+                 info.path, particle_group, ids[i], first + i);
+          particles.id(at + i) = static_cast<std::uint64_t>(ids[i]);
+        }
+      } else {
+        read_rows(group.get(), info, "ParticleIDs", H5T_NATIVE_UINT64, 1, first, rows, particles.id.data() + at);
+      }
       if (presence.masses)
         read_rows(group.get(), info, "Masses", H5T_NATIVE_DOUBLE, 1, first, rows, particles.mass.data() + at);
       else
@@ -651,13 +701,20 @@ void read_header(std::string const& path, SnapshotHeader& header) {
     read_attribute(group.get(), path, "/Header", "Redshift", H5T_NATIVE_DOUBLE, &header.redshift, 1);
   if (H5Aexists(group.get(), "BoxSize") > 0)
     read_attribute(group.get(), path, "/Header", "BoxSize", H5T_NATIVE_DOUBLE, &header.box_size, 1);
+  for (auto const& [name, value] : {std::pair<char const*, double>{"Time", header.time}, {"Redshift", header.redshift},
+                                    {"BoxSize", header.box_size}})
+    if (!std::isfinite(value))
+      fail("particle file {}: /Header {} = {} is not finite; fix the attribute", path, name, value);
+  if (header.box_size < 0)
+    fail("particle file {}: /Header BoxSize = {} is negative; use 0 (not periodic) or the box length", path,
+         header.box_size);
 
   header.parameters.clear();
   header.config.clear();
   std::map<std::string, double> unit_values;
   if (H5Lexists(file.get(), "Parameters", H5P_DEFAULT) > 0) {
     Hdf5Handle const parameters = open_group(file.get(), path, "Parameters");
-    for (auto& [name, value] : read_all_attributes(parameters.get())) {
+    for (auto& [name, value] : read_all_attributes(parameters.get(), path, "/Parameters")) {
       bool const is_unit = std::find(std::begin(unit_parameter_names), std::end(unit_parameter_names), name) !=
                            std::end(unit_parameter_names);
       if (!is_unit) {
@@ -671,9 +728,15 @@ void read_header(std::string const& path, SnapshotHeader& header) {
   }
   if (H5Lexists(file.get(), "Config", H5P_DEFAULT) > 0) {
     Hdf5Handle const config = open_group(file.get(), path, "Config");
-    header.config = read_all_attributes(config.get());
+    header.config = read_all_attributes(config.get(), path, "/Config");
   }
-  auto const unit = [&](char const* name) { return unit_values.count(name) ? unit_values[name] : 1.0; };
+  auto const unit = [&](char const* name) {
+    double const value = unit_values.count(name) ? unit_values[name] : 1.0;
+    if (!(value > 0) || !std::isfinite(value))
+      fail("particle file {}: /Parameters {} = {}; a unit must be finite and > 0 (fix or remove the attribute)", path,
+           name, value);
+    return value;
+  };
   UnitSystem& units = header.units;
   units.length_in_cm = unit("UnitLength_in_cm");
   units.mass_in_g = unit("UnitMass_in_g");
@@ -683,12 +746,17 @@ void read_header(std::string const& path, SnapshotHeader& header) {
   units.G = G != 0 ? G
                    : gadget_G_cgs * units.mass_in_g / (units.length_in_cm * units.velocity_in_cm_per_s *
                                                         units.velocity_in_cm_per_s);
+  if (!(units.G > 0) || !std::isfinite(units.G))
+    fail("particle file {}: the gravitational constant is {} in the file's units ({}); it must be finite and > 0: fix "
+         "/Parameters GravityConstantInternal or the unit attributes",
+         path, units.G,
+         G != 0 ? "GravityConstantInternal" : "derived from UnitLength_in_cm, UnitMass_in_g, UnitVelocity_in_cm_per_s");
   units.name = "gadget";
   if (H5Lexists(file.get(), "Units", H5P_DEFAULT) > 0) {
     Hdf5Handle const group_units = open_group(file.get(), path, "Units");
     if (H5Aexists(group_units.get(), "Name") > 0) {
       Hdf5Handle const attribute = checked(H5Aopen(group_units.get(), "Name", H5P_DEFAULT), H5Aclose, "open Name");
-      ParameterValue const name = read_value(attribute.get(), "/Units/Name");
+      ParameterValue const name = read_value(attribute.get(), "/Units/Name", path);
       if (auto const* text = std::get_if<std::string>(&name)) units.name = *text;
     }
   }
@@ -807,15 +875,18 @@ Particles<HostSpace> read_particles(Context const& context, std::string const& p
   io_detail::silence_hdf5_errors();
   std::vector<FileInfo> files;
   DatasetPresence presence;
+  SignedIds signed_ids_of;
   collectively(context, [&] {
     files = find_snapshot_files(path);
-    presence = check_structure(files);
+    presence = check_structure(files, signed_ids_of);
     if (header) read_header(files.front().path, *header);
   });
   std::uint64_t const n = files.front().total;
   std::uint64_t const ranks = context.size(), rank = context.rank();
   std::uint64_t const begin = n * rank / ranks, end = n * (rank + 1) / ranks;
-  Particles<HostSpace> particles(end - begin);
+  Particles<HostSpace> particles;
+  // An allocation failure (a file larger than this rank's memory) is an error on every rank.
+  collectively(context, [&] { particles = Particles<HostSpace>(end - begin); });
   particles.num = end - begin;
   particles.num_total = n;
   if (fields) {
@@ -826,7 +897,7 @@ Particles<HostSpace> read_particles(Context const& context, std::string const& p
                                : Vec3View<double, HostSpace>();
   }
   collectively(context, [&] {
-    read_local_slice(files, presence, begin, particles, fields);
+    read_local_slice(files, presence, signed_ids_of, begin, particles, fields);
     check_values(files, particles, begin);
   });
   apply_duplicate_id_policy(context, path, particles, ids);

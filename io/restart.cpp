@@ -8,8 +8,13 @@
 
 #include <kfmm/core/format.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <limits>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace kfmm {
@@ -51,10 +56,39 @@ void write_string_attribute(hid_t file, char const* name, std::string const& val
   check(H5Awrite(attribute.get(), type.get(), value.c_str()), fmt::format("write attribute {}", name));
 }
 
+/// The stored type class that each C++ type of a restart item must have: HDF5 would convert a
+/// real to an integer by truncation and a negative integer to an unsigned one by clipping.
+template <class T>
+char const* check_stored_type(hid_t type, char const* what, char const* name, std::string const& path) {
+  H5T_class_t const type_class = H5Tget_class(type);
+  bool const ok = std::is_same_v<T, double> ? type_class == H5T_FLOAT
+                  : std::is_same_v<T, std::int64_t>
+                      ? type_class == H5T_INTEGER
+                      : type_class == H5T_INTEGER && H5Tget_sign(type) == H5T_SGN_NONE;
+  char const* const expected = std::is_same_v<T, double>         ? "floating point"
+                               : std::is_same_v<T, std::int64_t> ? "integer"
+                                                                 : "unsigned integer";
+  if (!ok)
+    fail("restart file '{}': {} '{}' is not of {} type (HDF5 type class {}); it was not written by kfmm", path, what,
+         name, expected, static_cast<int>(type_class));
+  return expected;
+}
+
+/// Attributes of a restart are single values: an array would overflow the variable read into.
+void check_single_value(hid_t attribute, char const* name, std::string const& path) {
+  auto space = checked(H5Aget_space(attribute), H5Sclose, "get a dataspace");
+  hssize_t const points = H5Sget_simple_extent_npoints(space.get());
+  if (points != 1)
+    fail("restart file '{}': attribute '{}' has {} values, expected 1; it was not written by kfmm", path, name, points);
+}
+
 template <class T>
 T read_attribute(hid_t file, char const* name, std::string const& path) {
   if (H5Aexists(file, name) <= 0) fail("restart file '{}' has no attribute '{}'; it is not a kfmm restart file", path, name);
   auto attribute = checked(H5Aopen(file, name, H5P_DEFAULT), H5Aclose, fmt::format("open attribute {}", name));
+  check_single_value(attribute.get(), name, path);
+  auto stored = checked(H5Aget_type(attribute.get()), H5Tclose, "get an attribute type");
+  check_stored_type<T>(stored.get(), "attribute", name, path);
   T value{};
   check(H5Aread(attribute.get(), memory_type<T>(), &value), fmt::format("read attribute {} of '{}'", name, path));
   return value;
@@ -63,7 +97,10 @@ T read_attribute(hid_t file, char const* name, std::string const& path) {
 std::string read_string_attribute(hid_t file, char const* name, std::string const& path) {
   if (H5Aexists(file, name) <= 0) fail("restart file '{}' has no attribute '{}'; it is not a kfmm restart file", path, name);
   auto attribute = checked(H5Aopen(file, name, H5P_DEFAULT), H5Aclose, fmt::format("open attribute {}", name));
+  check_single_value(attribute.get(), name, path);
   auto stored = checked(H5Aget_type(attribute.get()), H5Tclose, "get an attribute type");
+  if (H5Tget_class(stored.get()) != H5T_STRING || H5Tis_variable_str(stored.get()) > 0)
+    fail("restart file '{}': attribute '{}' is not a fixed-length string; it was not written by kfmm", path, name);
   std::vector<char> text(H5Tget_size(stored.get()) + 1, '\0');
   auto type = checked(H5Tcopy(H5T_C_S1), H5Tclose, "copy the string type");
   check(H5Tset_size(type.get(), text.size()), "size a string type");
@@ -84,19 +121,44 @@ void write_dataset(hid_t file, char const* name, T const* data, std::vector<hsiz
                        fmt::format("write dataset {}", name));
 }
 
+/// Checks that dataset `name` exists with shape `dims`, type T's class and all of its data
+/// written (a declared shape without storage would make the reader allocate for nothing).
 template <class T>
-void read_dataset(hid_t file, char const* name, T* data, std::vector<hsize_t> const& dims, std::string const& path) {
+void check_dataset(hid_t file, char const* name, std::vector<hsize_t> const& dims, std::string const& path) {
   if (H5Lexists(file, name, H5P_DEFAULT) <= 0) fail("restart file '{}' has no dataset '{}'", path, name);
   auto dataset = checked(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose, fmt::format("open dataset {}", name));
   auto space = checked(H5Dget_space(dataset.get()), H5Sclose, "get a dataspace");
   std::vector<hsize_t> stored(dims.size());
   if (H5Sget_simple_extent_ndims(space.get()) != static_cast<int>(dims.size()) ||
-      H5Sget_simple_extent_dims(space.get(), stored.data(), nullptr) < 0 || stored != dims)
-    fail("restart file '{}': dataset '{}' does not have the expected shape", path, name);
+      H5Sget_simple_extent_dims(space.get(), stored.data(), nullptr) < 0 || stored != dims) {
+    std::string expected;
+    for (auto d : dims) expected += (expected.empty() ? "" : ", ") + std::to_string(d);
+    fail("restart file '{}': dataset '{}' does not have the expected shape ({}) for the 'num' attribute's count", path,
+         name, expected);
+  }
+  auto type = checked(H5Dget_type(dataset.get()), H5Tclose, "get a dataset type");
+  check_stored_type<T>(type.get(), "dataset", name, path);
+  hsize_t count = 1;
+  for (auto d : dims) count *= d;
+  if (count > 0 && io_detail::stored_extent(dataset.get()) != io_detail::Stored::All)
+    fail("restart file '{}': dataset '{}' was created but not (fully) written; the restart is incomplete", path, name);
+}
+
+template <class T>
+void read_dataset(hid_t file, char const* name, T* data, std::vector<hsize_t> const& dims, std::string const& path) {
+  check_dataset<T>(file, name, dims, path);
+  auto dataset = checked(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose, fmt::format("open dataset {}", name));
   hsize_t count = 1;
   for (auto d : dims) count *= d;
   if (count > 0) check(H5Dread(dataset.get(), memory_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data),
                        fmt::format("read dataset {} of '{}'", name, path));
+}
+
+/// The first of `count` values that is not finite (or, with `positive`, not > 0); count if none.
+std::size_t first_bad(double const* values, std::size_t count, bool positive) {
+  for (std::size_t i = 0; i < count; ++i)
+    if (!std::isfinite(values[i]) || (positive && !(values[i] > 0))) return i;
+  return count;
 }
 
 void write_rank_file(std::string const& file_path, Context const& context, SimulationState const& state,
@@ -196,6 +258,7 @@ SimulationState read_restart(Context const& context, std::string const& path, Si
                              ForceSolver* solver) {
   io_detail::silence_hdf5_errors();
   SimulationState state;
+  std::uint64_t num_total = 0;
   collectively(context, [&] {
     std::string const directory = existing_restart(path);
     if (directory.empty())
@@ -214,6 +277,10 @@ SimulationState read_restart(Context const& context, std::string const& path, Si
     if (ranks != context.size())
       fail("restart '{}' was written by {} ranks but {} are running; restart with {} ranks", directory, ranks,
            context.size(), ranks);
+    auto const rank = read_attribute<std::int64_t>(f, "rank", file_path);
+    if (rank != context.rank())
+      fail("restart file '{}' says it is rank {}'s, not rank {}'s; the files of the restart were mixed up", file_path,
+           rank, context.rank());
     std::string const integrator = read_string_attribute(f, "integrator", file_path);
     if (integrator != to_string(config.integrator))
       fail("restart '{}' was written by the {} integrator but the run file asks for {}; use the same integrator",
@@ -222,28 +289,67 @@ SimulationState read_restart(Context const& context, std::string const& path, Si
     state.step = read_attribute<std::int64_t>(f, "step", file_path);
     state.time = read_attribute<double>(f, "time", file_path);
     state.dt = read_attribute<double>(f, "dt", file_path);
-    state.next_output = static_cast<int>(read_attribute<std::int64_t>(f, "next_output", file_path));
+    auto const next_output = read_attribute<std::int64_t>(f, "next_output", file_path);
     state.step_in_interval = read_attribute<std::int64_t>(f, "step_in_interval", file_path);
     state.initial_energy = read_attribute<double>(f, "initial_energy", file_path);
     state.max_acceleration = read_attribute<double>(f, "max_acceleration", file_path);
+    if (state.step < 0 || state.step_in_interval < 0 || state.step_in_interval > state.step)
+      fail("restart file '{}': step {} and step_in_interval {} must satisfy 0 ≤ step_in_interval ≤ step; the file is "
+           "damaged",
+           file_path, state.step, state.step_in_interval);
+    for (auto const& [name, value] : {std::pair<char const*, double>{"time", state.time},
+                                      {"dt", state.dt},
+                                      {"initial_energy", state.initial_energy}})
+      if (!std::isfinite(value))
+        fail("restart file '{}': {} = {} is not finite; the file is damaged", file_path, name, value);
+    if (!(state.max_acceleration >= 0) || !std::isfinite(state.max_acceleration))
+      fail("restart file '{}': max_acceleration = {} must be finite and ≥ 0; the file is damaged", file_path,
+           state.max_acceleration);
     auto const& outputs = config.schedule.output_times;
-    if (state.next_output < 0 || state.next_output > static_cast<int>(outputs.size()) ||
+    // Range-checked before narrowing to int: 2^32 would otherwise become output 0.
+    state.next_output = next_output >= 0 && next_output <= static_cast<std::int64_t>(outputs.size())
+                            ? static_cast<int>(next_output)
+                            : -1;
+    if (state.next_output < 0 ||
         (state.next_output < static_cast<int>(outputs.size()) && !(state.time < outputs[state.next_output])))
       fail("restart '{}' is at time {} before output {}, which the run file's schedule ({} outputs) does not have; "
            "restart with the run file that wrote it",
-           directory, state.time, state.next_output + 1, outputs.size());
+           directory, state.time,
+           next_output < std::numeric_limits<std::int64_t>::max() ? next_output + 1 : next_output, outputs.size());
     auto const n = static_cast<std::size_t>(read_attribute<std::uint64_t>(f, "num", file_path));
+    // Shapes first: `num` sizes the allocations below.
+    check_dataset<double>(f, "positions", {3, n}, file_path);
+    check_dataset<double>(f, "velocities", {3, n}, file_path);
+    check_dataset<double>(f, "masses", {n}, file_path);
+    check_dataset<std::uint64_t>(f, "ids", {n}, file_path);
+    if (config.integrator == IntegratorKind::KDK) check_dataset<double>(f, "acceleration", {3, n}, file_path);
     Particles<HostSpace> host(n);
     host.num = n;
     host.num_total = static_cast<std::size_t>(read_attribute<std::uint64_t>(f, "num_total", file_path));
+    num_total = host.num_total;
     read_dataset(f, "positions", host.pos.data(), {3, n}, file_path);
     read_dataset(f, "velocities", host.vel.data(), {3, n}, file_path);
     read_dataset(f, "masses", host.mass.data(), {n}, file_path);
     read_dataset(f, "ids", host.id.data(), {n}, file_path);
+    // The positions and velocities Views hold x, y, z blocks of `n` values (LayoutLeft).
+    for (auto const& [name, values, count, positive] :
+         {std::tuple<char const*, double const*, std::size_t, bool>{"positions", host.pos.data(), 3 * n, false},
+          {"velocities", host.vel.data(), 3 * n, false},
+          {"masses", host.mass.data(), n, true}}) {
+      std::size_t const bad = first_bad(values, count, positive);
+      if (bad < count)
+        fail("restart file '{}': dataset '{}' holds {} (particle id {}); {} must be finite{}; the file is damaged",
+             file_path, name, values[bad], host.id(bad % n), name, positive ? " and > 0" : "");
+    }
     state.particles = to_device(host);
     if (config.integrator == IntegratorKind::KDK) {
       Vec3View<double, HostSpace> acceleration("kfmm::io::restart::acceleration", n);
       read_dataset(f, "acceleration", acceleration.data(), {3, n}, file_path);
+      std::size_t const bad = first_bad(acceleration.data(), 3 * n, false);
+      if (bad < 3 * n)
+        fail("restart file '{}': dataset 'acceleration' holds {} (particle id {}); it must be finite; the file is "
+             "damaged",
+             file_path, acceleration.data()[bad], host.id(bad % n));
       state.acceleration = Kokkos::create_mirror_view_and_copy(MemorySpace(), acceleration);
     }
     if (solver != nullptr && H5Lexists(f, "cost_weights", H5P_DEFAULT) > 0) {
@@ -258,6 +364,16 @@ SimulationState read_restart(Context const& context, std::string const& path, Si
       solver->set_acceleration_estimate(state.particles, Kokkos::create_mirror_view_and_copy(MemorySpace(), estimate));
     }
   });
+  // Every rank's file must agree with the ranks' particles together.
+  std::uint64_t const local = state.particles.num;
+  std::uint64_t sum = 0, lowest = 0, highest = 0;
+  MPI_Allreduce(&local, &sum, 1, MPI_UINT64_T, MPI_SUM, context.comm());
+  MPI_Allreduce(&num_total, &lowest, 1, MPI_UINT64_T, MPI_MIN, context.comm());
+  MPI_Allreduce(&num_total, &highest, 1, MPI_UINT64_T, MPI_MAX, context.comm());
+  if (lowest != highest || sum != num_total)
+    fail("restart '{}': the rank files say num_total = {} (lowest) … {} (highest) but hold {} particles together; "
+         "the restart is damaged or its files come from different restarts",
+         path, lowest, highest, sum);
   // kfmm writes unique ids, so a repeat means the files were altered or mixed from two runs.
   IdRepeats const repeats = find_repeated_ids(context, state.particles);
   if (repeats)

@@ -6,10 +6,14 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <map>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -18,6 +22,8 @@ namespace kfmm {
 namespace {
 
 constexpr double none = std::numeric_limits<double>::quiet_NaN();
+/// Most outputs a schedule may have: each is a snapshot file, and the list is held in memory.
+constexpr long long max_outputs = 1000000;
 
 /// One run-file key. The table below is the only list of keys: the parser, the default file
 /// (`kfmm run --print-default`) and the README table (`--print-keys-markdown`) all come from it.
@@ -37,7 +43,7 @@ Key const keys[] = {
   {"ic.file", "string", "", "GADGET-4 HDF5 snapshot to start from (required when ic.kind is file)"},
   {"ic.duplicate_ids", "string", "reject", "ic.file whose ParticleIDs repeat: reject it (naming the id and its rows), or renumber every particle to its row + 1 (1..N)", "reject|renumber"},
   {"ic.n", "int", "200000", "number of particles (generated models)", "", 2, 1e12},
-  {"ic.seed", "int", "42", "random seed of the generated model (same particles on any rank count)", "", 0, 9.2e18},
+  {"ic.seed", "int", "42", "random seed of the generated model (same particles on any rank count); an integer 0 … 2⁶⁴ − 1", "", 0, 18446744073709551615.0},
   {"ic.clumps", "int", "20", "number of Gaussian clumps (clumps only)", "", 1, 1e9},
   {"ic.truncation_radius", "float", "100", "plummer, hernquist, nfw (≥ 1), satellites (halo, ≥ 20), mass_spectrum: radii beyond this are redrawn, in scale radii; disk: min(this, 10) disk scale lengths", "", 1e-300, 1e6},
   {"ic.satellites", "int", "5", "satellites: number of dense Plummer satellites, 3 % of the mass each", "", 0, 6},
@@ -62,7 +68,7 @@ Key const keys[] = {
   {"integrator.lattice_dv", "float", "1e-4", "lattice_dkd: velocity lattice spacing", "", 1e-300, 1e300},
   {"time.start", "float", "0", "time of the initial conditions", "", -1e300, 1e300},
   {"time.end", "float", "1", "end of the run (the last output)", "", -1e300, 1e300},
-  {"time.outputs", "int", "4", "number of evenly spaced outputs after the start (the last at time.end)", "", 1, 1e9},
+  {"time.outputs", "int", "4", "number of evenly spaced outputs after the start (the last at time.end)", "", 1, 1e6},
   {"time.output_times", "float list", "", "explicit output times instead of time.end and time.outputs"},
   {"time.step_mode", "string", "per_output", "per_output: time.steps_per_output equal steps between outputs; fixed: steps of time.dt; adaptive: dt = time.eta·sqrt(ε/|a|max)", "per_output|fixed|adaptive"},
   {"time.steps_per_output", "int", "40", "per_output: steps between two outputs", "", 1, 1e12},
@@ -137,6 +143,31 @@ class Values {
 
   long long integer(std::string const& name) const { return static_cast<long long>(number(name)); }
 
+  /// An unsigned 64-bit integer read from its digits: through a double (number()) integers above
+  /// 2^53 would be rounded, and a seed must be exactly the one written.
+  std::uint64_t uint64(std::string const& name) const {
+    Key const& key = lookup(name);
+    auto const node = node_or_default(key);
+    if (!node.IsScalar()) type_error(key, node, "an integer");
+    std::string text = node.Scalar();
+    if (!text.empty() && text.front() == '+') text.erase(0, 1);
+    bool const digits =
+        !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits) {
+      if (!text.empty() && text.front() == '-')
+        fail("run file {}: key '{}' = {} is negative; use an integer 0 … {}", where(node, source_), name,
+             node.Scalar(), std::numeric_limits<std::uint64_t>::max());
+      fail("run file {}: key '{}' must be an integer 0 … {} written in decimal digits, got '{}'", where(node, source_),
+           name, std::numeric_limits<std::uint64_t>::max(), node.Scalar());
+    }
+    errno = 0;
+    unsigned long long const value = std::strtoull(text.c_str(), nullptr, 10);
+    if (errno == ERANGE || value > std::numeric_limits<std::uint64_t>::max())
+      fail("run file {}: key '{}' = {} is out of range [0, {}]; use a smaller integer", where(node, source_), name,
+           node.Scalar(), std::numeric_limits<std::uint64_t>::max());
+    return static_cast<std::uint64_t>(value);
+  }
+
   bool boolean(std::string const& name) const {
     Key const& key = lookup(name);
     auto const node = node_or_default(key);
@@ -177,16 +208,27 @@ class Values {
  private:
   void collect(YAML::Node const& map, std::string const& prefix) {
     for (auto const& entry : map) {
-      std::string const name = prefix + entry.first.as<std::string>();
+      // A key that is a list or a map (`[a]: 1`, `? {a: 1}`) names no key of the table.
+      if (!entry.first.IsScalar())
+        fail("run file {}: a key must be a name such as 'ic' or 'n', not {}", where(entry.first, source_),
+             entry.first.IsSequence() ? "a list" : entry.first.IsMap() ? "a map" : "empty");
+      std::string const name = prefix + entry.first.Scalar();
       bool const is_section = std::any_of(std::begin(keys), std::end(keys), [&](Key const& key) {
         return std::string(key.name).rfind(name + ".", 0) == 0;
       });
       if (is_section) {
         if (!entry.second.IsMap() && !entry.second.IsNull())
           fail("run file {}: '{}' must be a section (a map of keys), not a value", where(entry.first, source_), name);
+        // YAML forbids repeated keys but yaml-cpp keeps them: one of two values would be ignored.
+        if (!sections_.insert(name).second)
+          fail("run file {}: section '{}' is given twice; merge its keys into one '{}:'", where(entry.first, source_),
+               name, name);
         if (entry.second.IsMap()) collect(entry.second, name + ".");
       } else if (find_key(name)) {
-        given_.emplace(name, entry.second);
+        auto const [it, inserted] = given_.emplace(name, entry.second);
+        if (!inserted)
+          fail("run file {}: key '{}' is given twice (first at line {}); keep one", where(entry.first, source_), name,
+               it->second.Mark().line + 1);
       } else {
         fail("run file {}: unknown key '{}'; `kfmm run --print-default` lists every key", where(entry.first, source_),
              name);
@@ -208,7 +250,10 @@ class Values {
   }
 
   [[noreturn]] void type_error(Key const& key, YAML::Node const& node, char const* expected) const {
-    std::string shown = node.IsScalar() ? "'" + node.Scalar() + "'" : (node.IsSequence() ? "a list" : "a map");
+    std::string shown = node.IsScalar()     ? "'" + node.Scalar() + "'"
+                        : node.IsSequence() ? "a list"
+                        : node.IsMap()      ? "a map"
+                                            : "nothing";
     fail("run file {}: key '{}' must be {} ({}), got {}", where(node, source_), key.name, expected, key.type, shown);
   }
 
@@ -222,6 +267,7 @@ class Values {
 
   std::string source_;
   std::map<std::string, YAML::Node> given_;
+  std::set<std::string> sections_;
 };
 
 Schedule read_schedule(Values const& values) {
@@ -240,9 +286,16 @@ Schedule read_schedule(Values const& values) {
   if (values.given("time.output_times")) {
     schedule.output_times = values.numbers("time.output_times");
   } else if (schedule.mode == StepMode::Fixed && output_every > 0) {
-    // Outputs on multiples of output_every steps; the end is the last output.
+    // Outputs on multiples of output_every steps; the end is the last output. Their number is
+    // bounded first: a tiny dt would otherwise fill memory with output times.
+    double const intervals = (end - schedule.start_time) / (static_cast<double>(output_every) * schedule.dt);
+    if (!(intervals < static_cast<double>(max_outputs)))
+      values.invalid("time.output_every",
+                     fmt::format("an output every {} steps of dt = {} from {} to {} gives {:g} outputs, more than {}; "
+                                 "use a larger time.output_every or time.dt",
+                                 output_every, schedule.dt, schedule.start_time, end, intervals, max_outputs));
     schedule.output_times.clear();
-    for (long long k = 1;; ++k) {
+    for (long long k = 1; k <= max_outputs; ++k) {
       double const t = schedule.start_time + static_cast<double>(k * output_every) * schedule.dt;
       if (t >= end - 1e-6 * schedule.dt) break;
       schedule.output_times.push_back(t);
@@ -275,7 +328,7 @@ RunSettings settings_from(YAML::Node const& root, std::string const& source) {
     settings.ic.kind = parse_ic_kind(ic_kind);
   }
   settings.ic.n_total = static_cast<std::uint64_t>(values.integer("ic.n"));
-  settings.ic.seed = static_cast<std::uint64_t>(values.integer("ic.seed"));
+  settings.ic.seed = values.uint64("ic.seed");
   settings.ic.clumps = static_cast<int>(values.integer("ic.clumps"));
   settings.ic.truncation_radius = values.number("ic.truncation_radius");
   settings.ic.satellites = static_cast<int>(values.integer("ic.satellites"));

@@ -26,7 +26,8 @@ APT_PACKAGES=(build-essential cmake ninja-build curl ca-certificates
   libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools
   libyaml-cpp-dev libcli11-dev libfmt-dev
   googletest libgtest-dev libbenchmark-dev
-  python3 python3-h5py python3-matplotlib python3-numpy)
+  python3 python3-h5py python3-matplotlib python3-numpy
+  clang-14 libclang-rt-14-dev libomp-14-dev)  # libFuzzer + sanitizers for scripts/fuzz.sh; OpenMP for Kokkos under clang
 
 install_packages() {
   [ "${KFMM_SKIP_APT:-0}" = 1 ] && return

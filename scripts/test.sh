@@ -10,14 +10,18 @@
 #      KFMM_SANITIZE_TESTS=OFF), their
 #      one-rank tests at 2 threads in both kernel shapes (`ctest -L unit -LE 'slow|kokkos5|cuda|hard'
 #      -E '[.]np1[.]t1$|install|^apps[.]'`; the compile checks compile nothing sanitizers could see,
-#      the accuracy suite on hard distributions runs the code of the fmm suite on more inputs).
+#      the accuracy suite on hard distributions runs the code of the fmm suite on more inputs);
+#   4. fuzz (60 s per target): scripts/fuzz.sh 60 builds the libFuzzer targets of fuzz_tests/ with
+#      clang++-14 in build-fuzz/ and runs each for 60 s (run files, particle files structured and
+#      as raw bytes, restart files); a crash fails the stage and prints its reproducer.
 # Builds are incremental: a second run only rebuilds what changed.
 # Slow accuracy sweeps stay out (ctest label `slow`): run them with `ctest --test-dir build -L slow`.
 # Environment:
-#   KFMM_BUILD_DIR, KFMM_SANITIZER_BUILD_DIR  build directories (default build/, build-sanitizers/)
+#   KFMM_BUILD_DIR, KFMM_SANITIZER_BUILD_DIR, KFMM_FUZZ_BUILD_DIR  build directories (default build/,
+#                      build-sanitizers/, build-fuzz/)
 #   KFMM_JOBS          parallel compile jobs (default: nproc)
 #   KFMM_TEST_TIMEOUT  seconds per ctest test (default 900)
-#   KFMM_SKIP_CUDA_CHECK=1, KFMM_SKIP_SANITIZERS=1  leave that stage out
+#   KFMM_SKIP_CUDA_CHECK=1, KFMM_SKIP_SANITIZERS=1, KFMM_SKIP_FUZZ=1  leave that stage out
 # Exits non-zero if any stage failed.
 set -uo pipefail
 
@@ -142,5 +146,12 @@ if [ "${KFMM_SKIP_SANITIZERS:-0}" != 1 ]; then
       stage "tests sanitizers (ctest -L unit)" run_ctest "$SANITIZER_BUILD" -L unit -LE 'slow|kokkos5|cuda|hard' \
         -E '[.]np1[.]t1$|install|^apps[.]'
   fi
+fi
+
+if [ "${KFMM_SKIP_FUZZ:-0}" != 1 ]; then
+  # Includes the build of the fuzz targets (one expansion order, no tests); the setup it runs
+  # again returns at once.
+  KFMM_FUZZ_BUILD_DIR=${KFMM_FUZZ_BUILD_DIR:-$ROOT/build-fuzz} KFMM_JOBS=$JOBS \
+    stage "fuzz (60 s per target)" bash "$ROOT/scripts/fuzz.sh" 60
 fi
 finish

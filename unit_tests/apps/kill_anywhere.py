@@ -262,6 +262,8 @@ def check_restart(directory, what):
 
 
 def check_after_kill(directory, references, layout, what):
+    if not os.path.isdir(directory):
+        return None  # killed before the run created its output directory: nothing written yet
     for entry in sorted(os.listdir(directory)):
         match = SNAPSHOT[layout].match(entry)
         if match:

@@ -23,7 +23,10 @@ MASS = 0.125
 TIME = 0.5
 
 VARIANTS = ["gadget4", "missing_velocities", "coordinates_2d", "count_mismatch", "nan_coordinate",
-            "negative_mass", "no_masses", "missing_header", "not_hdf5"]
+            "negative_mass", "no_masses", "missing_header", "not_hdf5",
+            # found by fuzz_tests/fuzz_particle_file:
+            "unwritten_coordinates", "huge_unwritten", "array_parameter", "negative_ids", "nan_unit", "infinite_time",
+            "zero_gravity_units", "signed_ids"]
 
 
 def units(dataset, length, mass, velocity, to_cgs):
@@ -43,6 +46,10 @@ def make(variant, out, n):
         with open(out, "w") as f:
             f.write("this is not an HDF5 file\n")
         return
+    # Datasets declared for 2^40 particles but never written (no storage in the file).
+    declared = n
+    if variant == "huge_unwritten":
+        declared = 1 << 40
     i = np.arange(n, dtype=np.float64)
     pos = np.stack([i / 2, -i, i / 4], axis=1).astype("f4")
     vel = np.stack([i / 8, 2 * i / 8, 3 * i / 8], axis=1).astype("f4")
@@ -50,23 +57,24 @@ def make(variant, out, n):
     with h5py.File(out, "w") as f:
         if variant != "missing_header":
             h = f.create_group("Header")
-            total = n + 1 if variant == "count_mismatch" else n
-            h.attrs.create("NumPart_ThisFile", [0, n, 0, 0, 0, 0], dtype="u8")
+            total = n + 1 if variant == "count_mismatch" else declared
+            h.attrs.create("NumPart_ThisFile", [0, declared, 0, 0, 0, 0], dtype="u8")
             h.attrs.create("NumPart_Total", [0, total, 0, 0, 0, 0], dtype="u8")
             table_mass = 0.0 if variant in ("no_masses", "negative_mass") else MASS
             h.attrs.create("MassTable", [0, table_mass, 0, 0, 0, 0], dtype="f8")
-            h.attrs.create("Time", TIME, dtype="f8")
+            h.attrs.create("Time", np.inf if variant == "infinite_time" else TIME, dtype="f8")
             h.attrs.create("Redshift", 0.0, dtype="f8")
             h.attrs.create("BoxSize", 0.0, dtype="f8")
             h.attrs.create("NumFilesPerSnapshot", 1, dtype="i4")
             h.attrs["Git_commit"] = fixed_string("0c08b22567074b6009f323660f3f75f16e25a994")
         p = f.create_group("Parameters")
-        p.attrs.create("UnitLength_in_cm", UNIT_LENGTH, dtype="f8")
-        p.attrs.create("UnitMass_in_g", UNIT_MASS, dtype="f8")
+        p.attrs.create("UnitLength_in_cm", np.nan if variant == "nan_unit" else UNIT_LENGTH, dtype="f8")
+        # A mass unit so small that the derived G underflows to 0.
+        p.attrs.create("UnitMass_in_g", 1e-320 if variant == "zero_gravity_units" else UNIT_MASS, dtype="f8")
         p.attrs.create("UnitVelocity_in_cm_per_s", UNIT_VELOCITY, dtype="f8")
         p.attrs.create("GravityConstantInternal", 0.0, dtype="f8")
         p.attrs.create("ErrTolTheta", 0.5, dtype="f8")
-        p.attrs.create("MaxMemSize", 2000, dtype="i4")
+        p.attrs.create("MaxMemSize", [2000, 4000, 8000] if variant == "array_parameter" else 2000, dtype="i4")
         p.attrs["SnapshotFileBase"] = fixed_string("snapshot")
         c = f.create_group("Config")
         c.attrs.create("DOUBLEPRECISION", 1.0, dtype="f8")
@@ -76,12 +84,24 @@ def make(variant, out, n):
             pos = pos[:, :2]
         if variant == "nan_coordinate":
             pos[3, 1] = np.nan
-        d = t.create_dataset("Coordinates", data=pos)
+        if variant in ("unwritten_coordinates", "huge_unwritten"):
+            d = t.create_dataset("Coordinates", shape=(declared, 3), dtype="f4")  # shape only, no data
+        else:
+            d = t.create_dataset("Coordinates", data=pos)
         units(d, 1, 0, 0, UNIT_LENGTH)
-        if variant != "missing_velocities":
+        if variant == "huge_unwritten":
+            d = t.create_dataset("Velocities", shape=(declared, 3), dtype="f4")
+        elif variant != "missing_velocities":
             d = t.create_dataset("Velocities", data=vel)
             units(d, 0, 0, 1, UNIT_VELOCITY)
-        t.create_dataset("ParticleIDs", data=ids)
+        if variant in ("negative_ids", "signed_ids"):
+            ids = ids.astype("i4")
+        if variant == "negative_ids":
+            ids[5] = -5
+        if variant == "huge_unwritten":
+            t.create_dataset("ParticleIDs", shape=(declared,), dtype="u4")
+        else:
+            t.create_dataset("ParticleIDs", data=ids)
         if variant == "negative_mass":
             masses = np.full(n, MASS, dtype="f4")
             masses[2] = -1.0

@@ -170,9 +170,10 @@ class ParticleFileTest : public testing::Test {
   std::string path(std::string const& name) const { return (dir / name).string(); }
 
   /// Expects read_particles(file) to throw a kfmm::Error whose message contains every fragment.
-  void expect_read_error(std::string const& file, std::vector<std::string> const& fragments) {
+  void expect_read_error(std::string const& file, std::vector<std::string> const& fragments, bool header = false) {
     try {
-      kfmm::read_particles(world, file);
+      SnapshotHeader read_header;
+      kfmm::read_particles(world, file, header ? &read_header : nullptr);
       ADD_FAILURE() << "reading " << file << " did not throw";
     } catch (kfmm::Error const& e) {
       std::string const message = e.what();
@@ -437,6 +438,42 @@ TEST_F(ParticleFileTest, RepeatedIdsAreRejectedRenumberedOrKept) {
 
   auto const kept = kfmm::read_particles(world, file, nullptr, nullptr, kfmm::DuplicateIdPolicy::Keep);
   for (std::size_t i = 0; i < kept.num; ++i) EXPECT_EQ(kept.id(i), particles.id(i));
+}
+
+// Found by fuzz_tests/fuzz_particle_file: each of these files was read without an error (fill
+// values for unwritten rows, a negative id clipped to 0, NaN units and time passed on), made
+// the reader allocate for 2^40 particles, or overflowed the one value read from an array
+// attribute. The messages name the file, the item and the value.
+TEST_F(ParticleFileTest, FuzzFindingsAreClearErrors) {
+  struct Case {
+    char const* variant;
+    std::vector<std::string> fragments;
+    bool header;
+  };
+  std::vector<Case> const cases = {
+      {"unwritten_coordinates", {"/PartType1/Coordinates", "declares 20 rows but stores none", "write the file again"}, false},
+      {"huge_unwritten", {"/PartType1/Coordinates", "declares 1099511627776 rows but stores none"}, false},
+      {"negative_ids", {"/PartType1/ParticleIDs", "negative id -5", "row 5"}, false},
+      {"array_parameter", {"/Parameters/MaxMemSize", "has 3 values", "single-valued"}, true},
+      {"nan_unit", {"/Parameters UnitLength_in_cm = nan", "finite and > 0"}, true},
+      {"infinite_time", {"/Header Time = inf", "not finite"}, true},
+      {"zero_gravity_units", {"gravitational constant is 0", "UnitMass_in_g"}, true},
+  };
+  for (auto const& c : cases) {
+    SCOPED_TRACE(c.variant);
+    std::string const file = path(std::string(c.variant) + ".hdf5");
+    ASSERT_EQ(run_python(std::string("make ") + c.variant + " " + file + " 20"), 0);
+    auto fragments = c.fragments;
+    fragments.push_back(file);
+    expect_read_error(file, fragments, c.header);
+  }
+  // Signed ids that are all ≥ 0 are read as they are.
+  std::string const file = path("signed_ids.hdf5");
+  ASSERT_EQ(run_python("make signed_ids " + file + " 20"), 0);
+  auto const p = kfmm::read_particles(world, file);
+  EXPECT_EQ(p.num_total, 20u);
+  std::uint64_t const begin = slice_begin(20, world.rank(), world.size());
+  for (std::size_t i = 0; i < p.num; ++i) EXPECT_EQ(p.id(i), begin + i + 1);
 }
 
 }  // namespace

@@ -10,8 +10,10 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <vector>
 
 namespace {
 
@@ -343,6 +345,83 @@ TEST(Restart, OutputStepsRestartFollowsItsSnapshot) {
   Outputs continued;
   ASSERT_EQ(kfmm::simulate(context, state, config, forces, record_outputs(continued)), kfmm::SimulationStatus::Finished);
   EXPECT_EQ(continued.count(1), 1u) << "the continued run skipped output 1";
+}
+
+/// The first of python3 and /usr/bin/python3 that imports h5py (the same on every rank).
+std::string python_with_h5py(kfmm::Context const& context) {
+  int index = -1;
+  char const* candidates[] = {"python3", "/usr/bin/python3"};
+  if (context.is_root())
+    for (int i = 0; i < 2 && index < 0; ++i)
+      if (std::system((std::string(candidates[i]) + " -c 'import h5py, numpy' >/dev/null 2>&1").c_str()) == 0) index = i;
+  MPI_Bcast(&index, 1, MPI_INT, 0, context.comm());
+  return index < 0 ? "" : candidates[index];
+}
+
+// Found by fuzz_tests/fuzz_restart: rank 0's file damaged in each of these ways was read
+// without an error (a NaN position, 2^32 narrowed to output 0, a float id truncated, a count
+// that disagrees with the other ranks), made the reader allocate for 2^40 particles, or
+// overflowed the one value read from an array attribute. Every rank throws the same error.
+TEST(Restart, FuzzFindingsAreClearErrors) {
+  kfmm::Context context;
+  SharedTemporaryDirectory directory(context);
+  std::string const python = python_with_h5py(context);
+  ASSERT_FALSE(python.empty()) << "neither python3 nor /usr/bin/python3 imports h5py; install python3-h5py";
+  std::string const restart_path = directory.path() + "/restart";
+  kfmm::SimulationConfig config;
+  config.schedule.output_times = {1.0, 2.0};
+  SimulationState state;
+  state.started = true;
+  state.time = 0.5;
+  state.step = 10;
+  state.step_in_interval = 10;
+  kfmm::Particles<kfmm::HostSpace> host(3);
+  host.num = 3;
+  host.num_total = 3 * static_cast<std::size_t>(context.size());
+  for (std::size_t i = 0; i < 3; ++i) {
+    for (int k = 0; k < 3; ++k) host.pos(i, k) = host.vel(i, k) = 0.1 * double(i + k);
+    host.mass(i) = 1.0;
+    host.id(i) = 3 * static_cast<std::uint64_t>(context.rank()) + i + 1;
+  }
+  state.particles = kfmm::to_device(host);
+
+  struct Case {
+    char const* edit;
+    std::vector<std::string> fragments;
+  };
+  std::vector<Case> const cases = {
+      {"array_step", {"rank_0000.h5", "attribute 'step' has 3 values, expected 1"}},
+      {"next_output_2_32", {"before output 4294967297", "2 outputs"}},
+      {"unwritten_positions", {"rank_0000.h5", "dataset 'positions' was created but not (fully) written"}},
+      {"nan_position", {"rank_0000.h5", "dataset 'positions' holds nan (particle id 1)", "finite"}},
+      {"num_total", {"num_total = ", "hold " + std::to_string(3 * context.size()) + " particles together"}},
+      {"wrong_rank", {"rank_0000.h5", "says it is rank 5's, not rank 0's"}},
+      {"float_ids", {"rank_0000.h5", "dataset 'ids' is not of unsigned integer type"}},
+      {"negative_step", {"rank_0000.h5", "step -1", "0 ≤ step_in_interval ≤ step"}},
+  };
+  // The undamaged restart reads back.
+  kfmm::write_restart(context, restart_path, state, config);
+  auto const read = kfmm::read_restart(context, restart_path, config);
+  EXPECT_EQ(read.particles.num, 3u);
+  EXPECT_EQ(read.step, 10);
+  for (auto const& c : cases) {
+    SCOPED_TRACE(c.edit);
+    kfmm::write_restart(context, restart_path, state, config);
+    int status = 0;
+    if (context.is_root()) {
+      std::string const script = (std::filesystem::path(__FILE__).parent_path() / "edit_restart.py").string();
+      status = std::system((python + " " + script + " " + restart_path + "/rank_0000.h5 " + c.edit).c_str());
+    }
+    MPI_Bcast(&status, 1, MPI_INT, 0, context.comm());
+    ASSERT_EQ(status, 0);
+    try {
+      kfmm::read_restart(context, restart_path, config);
+      ADD_FAILURE() << "no error";
+    } catch (kfmm::Error const& e) {
+      for (auto const& fragment : c.fragments)
+        EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << "'" << fragment << "' not in: " << e.what();
+    }
+  }
 }
 
 }  // namespace

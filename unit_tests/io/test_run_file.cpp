@@ -186,3 +186,42 @@ TEST(RunFile, MissingFileAndBadYaml) {
 }
 
 }  // namespace
+
+namespace {
+
+// Found by fuzz_tests/fuzz_run_file: a key that is a list or a map made yaml-cpp's conversion
+// to a string throw YAML::TypedBadConversion out of the reader.
+TEST(RunFileFuzzFindings, KeyThatIsNotANameIsAnError) {
+  expect_contains(error_of("ic:\n  [n]: 5\n"), {"bad.yaml", "line 2", "a key must be a name", "a list"});
+  expect_contains(error_of("? {ic: 1}\n: 2\n"), {"a key must be a name", "a map"});
+}
+
+// Seeds are read from their digits: above 2^53 a double would round them.
+TEST(RunFileFuzzFindings, SeedsAreExact64BitIntegers) {
+  EXPECT_EQ(kfmm::parse_run_text("ic: {seed: 18446744073709551615}\n", "run.yaml").ic.seed,
+            18446744073709551615ull);
+  EXPECT_EQ(kfmm::parse_run_text("ic: {seed: 9007199254740993}\n", "run.yaml").ic.seed, 9007199254740993ull);
+  EXPECT_EQ(kfmm::parse_run_text("ic: {seed: 0}\n", "run.yaml").ic.seed, 0u);
+  expect_contains(error_of("ic: {seed: -1}\n"), {"bad.yaml", "ic.seed", "-1", "negative", "18446744073709551615"});
+  expect_contains(error_of("ic: {seed: 1.5}\n"), {"ic.seed", "integer", "'1.5'"});
+  expect_contains(error_of("ic: {seed: 1e3}\n"), {"ic.seed", "integer", "'1e3'"});
+  expect_contains(error_of("ic: {seed: 18446744073709551616}\n"), {"ic.seed", "out of range", "18446744073709551615"});
+  expect_contains(error_of("ic: {seed: [1]}\n"), {"ic.seed", "a list"});
+}
+
+// Found by fuzz_tests/fuzz_run_file: output counts that fill memory (time.outputs up to 1e9, a
+// fixed step with output_every and a tiny dt) are refused before anything is allocated.
+TEST(RunFileFuzzFindings, OutputCountsAreBounded) {
+  expect_contains(error_of("time: {outputs: 1000000000}\n"), {"time.outputs", "out of range"});
+  expect_contains(error_of("time: {step_mode: fixed, dt: 1e-300, output_every: 1}\n"),
+                  {"time.output_every", "outputs, more than 1000000", "larger time.output_every or time.dt"});
+  EXPECT_EQ(kfmm::parse_run_text("time: {outputs: 1000}\n", "run.yaml").simulation.schedule.output_times.size(), 1000u);
+}
+
+// yaml-cpp keeps repeated keys; one of the two values used to be ignored without a word.
+TEST(RunFileFuzzFindings, RepeatedKeysAndSectionsAreErrors) {
+  expect_contains(error_of("ic:\n  n: 10\n  n: 20\n"), {"line 3", "'ic.n' is given twice", "first at line 2"});
+  expect_contains(error_of("ic: {n: 10}\nic: {seed: 3}\n"), {"line 2", "section 'ic' is given twice"});
+}
+
+}  // namespace
