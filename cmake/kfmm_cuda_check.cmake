@@ -15,6 +15,8 @@
 # size that cannot be determined, e.g. recursion), read from the output.
 # Without nvcc or the Kokkos 5 headers the test prints "skipped: <reason>" (ctest: SKIPPED).
 
+# Not fuzz_tests/: libFuzzer drivers for clang only (they include clang's FuzzedDataProvider.h);
+# every kfmm source they exercise is checked here.
 set(KFMM_CUDA_CHECK_MODULES core comm fmm integrate io apps unit_tests)
 set(KFMM_CUDA_CHECK_SKIPPED "cuda_compile_check skipped: ")
 set(KFMM_CUDA_CHECK_ARCH sm_90)
