@@ -17,7 +17,7 @@
 
 # Not fuzz_tests/: libFuzzer drivers for clang only (they include clang's FuzzedDataProvider.h);
 # every kfmm source they exercise is checked here.
-set(KFMM_CUDA_CHECK_MODULES core comm fmm integrate io apps unit_tests)
+set(KFMM_CUDA_CHECK_MODULES core comm fmm neighbors integrate io apps unit_tests)
 set(KFMM_CUDA_CHECK_SKIPPED "cuda_compile_check skipped: ")
 set(KFMM_CUDA_CHECK_ARCH sm_90)
 

@@ -12,7 +12,7 @@
 #    test time (new files need no reconfigure), compiles them (sources in batches) two at a time and lists failures.
 # When the headers are missing the test prints "skipped: <reason>" and ctest reports it SKIPPED.
 
-set(KFMM_SYNTAX_CHECK_MODULES core comm fmm integrate io apps perf_tests)
+set(KFMM_SYNTAX_CHECK_MODULES core comm fmm neighbors integrate io apps perf_tests)
 set(KFMM_SYNTAX_CHECK_SKIPPED "kokkos5_syntax_check skipped: ")
 
 if(NOT CMAKE_SCRIPT_MODE_FILE)
