@@ -110,8 +110,8 @@ std::string check_input(Kokkos::View<std::uint64_t const*, MemorySpace> const& k
 std::vector<std::uint64_t> choose_splitters(Context const& context,
                                             Kokkos::View<std::uint64_t const*, MemorySpace> const& keys, std::size_t n,
                                             Kokkos::View<double const*, MemorySpace> const& weights,
-                                            int samples_per_rank) {
-  agree_on_error(context, check_input(keys, n, weights, samples_per_rank));
+                                            int samples_per_rank, std::string const& local_error) {
+  agree_on_error(context, !local_error.empty() ? local_error : check_input(keys, n, weights, samples_per_rank));
   int const ranks = context.size();
 
   double local_weight = 0;

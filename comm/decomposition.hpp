@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -24,10 +25,12 @@ namespace kfmm {
 /// returned on every rank, non-decreasing. Equal keys always land on one rank, so particles
 /// sharing one position all go to one rank (then the other ranks hold none). Collective; bad
 /// input on any rank (a short View, a negative or non-finite weight) makes every rank throw.
+/// `local_error`: a failure this rank met just before the call (its keys are then not used),
+/// agreed with the input checks, so that a caller's local stage needs no collective of its own.
 std::vector<std::uint64_t> choose_splitters(Context const& context,
                                             Kokkos::View<std::uint64_t const*, MemorySpace> const& keys, std::size_t n,
                                             Kokkos::View<double const*, MemorySpace> const& weights = {},
-                                            int samples_per_rank = 256);
+                                            int samples_per_rank = 256, std::string const& local_error = {});
 
 /// \brief The owning rank of each of the first `n` keys: the number of splitters ≤ key.
 template <class ExecutionSpace, class KeyView>

@@ -20,7 +20,10 @@
 /// previous restart moved to `restart.old`, the new one not yet in place), `restart.swapped`
 /// (rank 0, the new restart in place, `restart.old` not yet removed), `diagnostics.row` (rank 0,
 /// a row appended), `diagnostics.resume` (rank 0, the kept rows written to the temporary file,
-/// before it replaces the log).
+/// before it replaces the log). The stages of a force evaluation (`throw` there must make every
+/// rank throw): `force.decompose`, `force.sort`, `force.tree`, `force.upward`, `force.top_tree`,
+/// `force.top_tree_links`, `force.walk` (each level), `force.import_nodes` (each level),
+/// `force.import_particles`, `force.m2l`, `force.downward`, `force.p2p`, `force.output`.
 #include <string>
 
 namespace kfmm::fault_injection {

@@ -1,6 +1,7 @@
 #include <kfmm/comm/decomposition.hpp>
 #include <kfmm/comm/exchange_plan.hpp>
 #include <kfmm/core/error.hpp>
+#include <kfmm/core/fault_injection.hpp>
 #include <kfmm/core/view_growth.hpp>
 #include <kfmm/fmm/distributed_tree.hpp>
 
@@ -222,33 +223,42 @@ void DistributedTree::decompose(ExecutionSpace const& space, Context const& cont
                                 int leaf_size, Particles<MemorySpace>& particles, ScalarView<std::uint64_t>& keys,
                                 ScalarView<double>* carried) {
   std::size_t const n = particles.num;
-  grow_preserving(keys, n);
-  grow_preserving(permutation_, n);
-  compute_keys(space, cube, particles.pos, n, keys);
-  // Sorting first lets cells be counted by binary search (and the sample sort pick quantiles).
-  sorter_.sort(space, keys, permutation_, n);
-  sorter_.permute(space, particles, permutation_);
-  ScalarView<double> sorted_carried;
-  if (carried != nullptr) {
-    sorted_carried = ScalarView<double>("kfmm::distributed::carried", n);
-    auto const values = *carried;
-    auto const perm = permutation_;
-    Kokkos::parallel_for(
-        "kfmm::distributed::permute_carried", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
-        KOKKOS_LAMBDA(std::size_t i) { sorted_carried(i) = values(perm(i)); });
-  }
+  // A failure of the local steps is agreed in choose_splitters' first collective.
+  std::string local_error;
   Kokkos::View<double const*, MemorySpace> weights;
-  if (cost_count_ == n && n > 0) {
-    ScalarView<double> sorted_costs("kfmm::distributed::costs", n);
-    auto const costs = costs_;
-    auto const perm = permutation_;
-    Kokkos::parallel_for(
-        "kfmm::distributed::permute_costs", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
-        KOKKOS_LAMBDA(std::size_t i) { sorted_costs(i) = costs(perm(i)); });
-    weights = sorted_costs;
+  ScalarView<double> sorted_carried;
+  try {
+    fault_injection::point("force.decompose");
+    grow_preserving(keys, n);
+    grow_preserving(permutation_, n);
+    compute_keys(space, cube, particles.pos, n, keys);
+    // Sorting first lets cells be counted by binary search (and the sample sort pick quantiles).
+    sorter_.sort(space, keys, permutation_, n);
+    sorter_.permute(space, particles, permutation_);
+    if (carried != nullptr) {
+      sorted_carried = ScalarView<double>("kfmm::distributed::carried", n);
+      auto const values = *carried;
+      auto const perm = permutation_;
+      Kokkos::parallel_for(
+          "kfmm::distributed::permute_carried", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+          KOKKOS_LAMBDA(std::size_t i) { sorted_carried(i) = values(perm(i)); });
+    }
+    if (cost_count_ == n && n > 0) {
+      ScalarView<double> sorted_costs("kfmm::distributed::costs", n);
+      auto const costs = costs_;
+      auto const perm = permutation_;
+      Kokkos::parallel_for(
+          "kfmm::distributed::permute_costs", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+          KOKKOS_LAMBDA(std::size_t i) { sorted_costs(i) = costs(perm(i)); });
+      weights = sorted_costs;
+    }
+  } catch (std::exception const& e) {
+    local_error = e.what();
   }
   ScalarView<std::uint64_t const> const_keys = keys;
-  splitters_ = choose_splitters(context, Kokkos::subview(const_keys, Kokkos::make_pair(std::size_t(0), n)), n, weights);
+  std::size_t const sampled = local_error.empty() ? n : 0;
+  splitters_ = choose_splitters(context, Kokkos::subview(const_keys, Kokkos::make_pair(std::size_t(0), sampled)),
+                                sampled, local_error.empty() ? weights : decltype(weights)(), 256, local_error);
 
   // Global counts of every cell the boundaries cut.
   std::vector<std::uint64_t> cells;
@@ -304,29 +314,37 @@ void DistributedTree::decompose(ExecutionSpace const& space, Context const& cont
   cost_count_ = 0;
 }
 
-int DistributedTree::assemble_top_tree(ExecutionSpace const& space, Context const& context,
-                                       ExpansionCentre centre_kind, BoundingCube const& cube, Tree<>& tree,
-                                       NodeGeometry& geometry, ExpansionPass& pass,
-                                       Particles<MemorySpace> const& particles) {
-  (void)particles;
+void DistributedTree::prepare_top_tree(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
+                                       ExpansionPass const& pass) {
+  fault_injection::point("force.top_tree");
   local_nodes_ = tree.num_nodes;
   child_used_ = tree.num_nodes;
   index_local_nodes(tree);
   auto const forced_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), forced_);
-  std::vector<std::uint64_t> const shared(forced_host.data(), forced_host.data() + forced_host.extent(0));
-  auto is_shared = [&](std::uint64_t code) { return std::binary_search(shared.begin(), shared.end(), code); };
+  top_shared_.assign(forced_host.data(), forced_host.data() + forced_host.extent(0));
+  auto is_shared = [&](std::uint64_t code) { return std::binary_search(top_shared_.begin(), top_shared_.end(), code); };
 
   // This rank's subtree roots: children of shared cells that are not shared, or the root.
-  std::vector<int> roots;
+  top_roots_.clear();
   {
     auto const code = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.code);
     for (int i = 0; i < tree.num_nodes; ++i) {
       std::uint64_t const c = code(i);
       if (is_shared(c)) continue;
-      if (c == 1 || is_shared(c >> 3)) roots.push_back(i);
+      if (c == 1 || is_shared(c >> 3)) top_roots_.push_back(i);
     }
   }
-  Records const mine = pack_nodes(space, tree, geometry, pass, roots);
+  top_mine_ = std::make_shared<Records>(pack_nodes(space, tree, geometry, pass, top_roots_));
+}
+
+int DistributedTree::assemble_top_tree(ExecutionSpace const& space, Context const& context,
+                                       ExpansionCentre centre_kind, BoundingCube const& cube, Tree<>& tree,
+                                       NodeGeometry& geometry, ExpansionPass& pass) {
+  if (!top_mine_) fail("internal error: assemble_top_tree without prepare_top_tree");
+  std::vector<std::uint64_t> const& shared = top_shared_;
+  std::vector<int> const& roots = top_roots_;
+  Records const mine = std::move(*top_mine_);
+  top_mine_.reset();
   // Every rank's subtree roots.
   Records all;
   all.per_record = mine.per_record;
@@ -337,94 +355,106 @@ int DistributedTree::assemble_top_tree(ExecutionSpace const& space, Context cons
     all.codes = all_to_all(context, codes_out, counts, bytes_sent_, bytes_received_);
     all.doubles = all_to_all(context, doubles_out, counts, bytes_sent_, bytes_received_);
   }
-  // Remote subtree roots and the shared cells without local particles become new nodes.
-  Records remote;
-  remote.per_record = all.per_record;
-  for (std::size_t i = 0; i < all.size(); ++i) {
-    if (local_index_.count(all.codes[i])) continue;
-    remote.codes.push_back(all.codes[i]);
-    remote.doubles.insert(remote.doubles.end(), all.doubles.begin() + i * all.per_record,
-                          all.doubles.begin() + (i + 1) * all.per_record);
-  }
-  std::vector<std::uint64_t> top_codes = all.codes;
+  // A failure here is agreed in the Allreduce below, which every rank makes anyway.
+  std::string error;
   std::unordered_map<std::uint64_t, int> top_index;
-  int const remote_first = append_nodes(space, remote, node_unopened, tree, geometry, pass);
-  for (std::size_t i = 0; i < remote.size(); ++i) top_index[remote.codes[i]] = remote_first + static_cast<int>(i);
   Records missing;
-  missing.per_record = all.per_record;
-  for (std::uint64_t c : shared) {
-    if (local_index_.count(c)) continue;
-    missing.codes.push_back(c);
-    missing.doubles.resize(missing.doubles.size() + missing.per_record, 0.0);
-  }
-  // Shared cells without local particles are sources only (node_remote); their data follows below.
-  int const missing_first = append_nodes(space, missing, 0, tree, geometry, pass);
-  for (std::size_t i = 0; i < missing.size(); ++i) top_index[missing.codes[i]] = missing_first + static_cast<int>(i);
-  {
-    auto const code = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.code);
-    for (int root : roots) top_index[code(root)] = root;
-  }
-  for (std::uint64_t c : shared)
-    if (local_index_.count(c)) top_index[c] = local_index_.at(c);
-  top_codes.insert(top_codes.end(), shared.begin(), shared.end());
-
-  // Children lists of the shared cells: every top node one level below, in code order.
-  std::sort(top_codes.begin(), top_codes.end());
-  top_codes.erase(std::unique(top_codes.begin(), top_codes.end()), top_codes.end());
-  std::vector<std::pair<int, std::vector<int>>> children;  // (shared node, its children)
-  for (std::uint64_t c : shared) {
-    std::vector<int> kids;
-    for (std::uint64_t t : top_codes)
-      if (t != 1 && (t >> 3) == c) kids.push_back(top_index.at(t));
-    children.emplace_back(top_index.at(c), kids);
-  }
-  std::size_t entries = 0;
-  for (auto const& [node, kids] : children) entries += kids.size();
-  grow_preserving(tree.child_index, child_used_ + entries);
-  {
-    auto cindex = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.child_index);
-    auto cbegin = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.child_begin);
-    auto cend = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.child_end);
-    for (auto const& [node, kids] : children) {
-      cbegin(node) = child_used_;
-      for (int k : kids) cindex(child_used_++) = k;
-      cend(node) = child_used_;
-    }
-    Kokkos::deep_copy(space, tree.child_index, cindex);
-    Kokkos::deep_copy(space, tree.child_begin, cbegin);
-    Kokkos::deep_copy(space, tree.child_end, cend);
-  }
-  // Geometry and multipoles of the shared cells from their children, deepest first.
+  int missing_first = 0;
   std::vector<std::pair<int, int>> by_level;  // (level, node)
   std::unordered_map<int, std::uint64_t> shared_code;
-  for (std::uint64_t c : shared) {
-    by_level.emplace_back(code_level(c), top_index.at(c));
-    shared_code[top_index.at(c)] = c;
+  ScalarView<int> list;
+  decltype(Kokkos::create_mirror_view(list)) list_host;
+  try {
+    fault_injection::point("force.top_tree_links");
+    // Remote subtree roots and the shared cells without local particles become new nodes.
+    Records remote;
+    remote.per_record = all.per_record;
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      if (local_index_.count(all.codes[i])) continue;
+      remote.codes.push_back(all.codes[i]);
+      remote.doubles.insert(remote.doubles.end(), all.doubles.begin() + i * all.per_record,
+                            all.doubles.begin() + (i + 1) * all.per_record);
+    }
+    std::vector<std::uint64_t> top_codes = all.codes;
+    int const remote_first = append_nodes(space, remote, node_unopened, tree, geometry, pass);
+    for (std::size_t i = 0; i < remote.size(); ++i) top_index[remote.codes[i]] = remote_first + static_cast<int>(i);
+    missing.per_record = all.per_record;
+    for (std::uint64_t c : shared) {
+      if (local_index_.count(c)) continue;
+      missing.codes.push_back(c);
+      missing.doubles.resize(missing.doubles.size() + missing.per_record, 0.0);
+    }
+    // Shared cells without local particles are sources only (node_remote); their data follows below.
+    missing_first = append_nodes(space, missing, 0, tree, geometry, pass);
+    for (std::size_t i = 0; i < missing.size(); ++i) top_index[missing.codes[i]] = missing_first + static_cast<int>(i);
+    {
+      auto const code = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.code);
+      for (int root : roots) top_index[code(root)] = root;
+    }
+    for (std::uint64_t c : shared)
+      if (local_index_.count(c)) top_index[c] = local_index_.at(c);
+    top_codes.insert(top_codes.end(), shared.begin(), shared.end());
+
+    // Children lists of the shared cells: every top node one level below, in code order.
+    std::sort(top_codes.begin(), top_codes.end());
+    top_codes.erase(std::unique(top_codes.begin(), top_codes.end()), top_codes.end());
+    std::vector<std::pair<int, std::vector<int>>> children;  // (shared node, its children)
+    for (std::uint64_t c : shared) {
+      std::vector<int> kids;
+      for (std::uint64_t t : top_codes)
+        if (t != 1 && (t >> 3) == c) kids.push_back(top_index.at(t));
+      children.emplace_back(top_index.at(c), kids);
+    }
+    std::size_t entries = 0;
+    for (auto const& [node, kids] : children) entries += kids.size();
+    grow_preserving(tree.child_index, child_used_ + entries);
+    {
+      auto cindex = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.child_index);
+      auto cbegin = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.child_begin);
+      auto cend = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.child_end);
+      for (auto const& [node, kids] : children) {
+        cbegin(node) = child_used_;
+        for (int k : kids) cindex(child_used_++) = k;
+        cend(node) = child_used_;
+      }
+      Kokkos::deep_copy(space, tree.child_index, cindex);
+      Kokkos::deep_copy(space, tree.child_begin, cbegin);
+      Kokkos::deep_copy(space, tree.child_end, cend);
+    }
+    // Geometry and multipoles of the shared cells from their children, deepest first.
+    for (std::uint64_t c : shared) {
+      by_level.emplace_back(code_level(c), top_index.at(c));
+      shared_code[top_index.at(c)] = c;
+    }
+    std::sort(by_level.begin(), by_level.end(), std::greater<>());
+    list = ScalarView<int>("kfmm::distributed::shared_nodes", by_level.size());
+    list_host = Kokkos::create_mirror_view(list);
+    for (std::size_t i = 0; i < by_level.size();) {
+      std::size_t j = i;
+      while (j < by_level.size() && by_level[j].first == by_level[i].first) ++j;
+      for (std::size_t k = i; k < j; ++k) list_host(k - i) = by_level[k].second;
+      Kokkos::deep_copy(space, list, list_host);
+      int const level_count = static_cast<int>(j - i);
+      update_inner_node_geometry(space, tree, list, level_count, centre_kind, cube, geometry);
+      pass.upward_nodes(space, tree, geometry, list, level_count);
+      i = j;
+    }
+  } catch (std::exception const& e) {
+    error = e.what();
   }
   auto code_of = [&](int node) { return shared_code.at(node); };
-  std::sort(by_level.begin(), by_level.end(), std::greater<>());
-  ScalarView<int> list("kfmm::distributed::shared_nodes", by_level.size());
-  auto list_host = Kokkos::create_mirror_view(list);
-  for (std::size_t i = 0; i < by_level.size();) {
-    std::size_t j = i;
-    while (j < by_level.size() && by_level[j].first == by_level[i].first) ++j;
-    for (std::size_t k = i; k < j; ++k) list_host(k - i) = by_level[k].second;
-    Kokkos::deep_copy(space, list, list_host);
-    int const level_count = static_cast<int>(j - i);
-    update_inner_node_geometry(space, tree, list, level_count, centre_kind, cube, geometry);
-    pass.upward_nodes(space, tree, geometry, list, level_count);
-    i = j;
-  }
   // Mark the shared cells; those with no particles here are not targets. The lowest rank with
-  // particles in a shared cell counts its interactions in the statistics.
-  int const count = static_cast<int>(by_level.size());
+  // particles in a shared cell counts its interactions in the statistics. The reduction runs
+  // over `shared` (sorted codes, the same on every rank), not over by_level, whose order follows
+  // this rank's node numbering; its last entry is the lowest rank that failed above (size: none).
+  int const count = static_cast<int>(shared.size());
+  std::vector<int> present(count + 1), counter(count + 1);
+  for (int i = 0; i < count; ++i) present[i] = local_index_.count(shared[i]) ? context.rank() : context.size();
+  present[count] = error.empty() ? context.size() : context.rank();
+  MPI_Allreduce(present.data(), counter.data(), count + 1, MPI_INT, MPI_MIN, context.comm());
+  if (counter[count] < context.size()) agree_on_error(context, error);
   for (int i = 0; i < count; ++i) list_host(i) = by_level[i].second;
   Kokkos::deep_copy(space, list, list_host);
-  // The reduction runs over `shared` (sorted codes, the same on every rank), not over by_level,
-  // whose order follows this rank's node numbering.
-  std::vector<int> present(count), counter(count);
-  for (int i = 0; i < count; ++i) present[i] = local_index_.count(shared[i]) ? context.rank() : context.size();
-  MPI_Allreduce(present.data(), counter.data(), count, MPI_INT, MPI_MIN, context.comm());
   ScalarView<int> counted("kfmm::distributed::counted", count);
   {
     auto counted_host = Kokkos::create_mirror_view(counted);
@@ -452,20 +482,27 @@ int DistributedTree::assemble_top_tree(ExecutionSpace const& space, Context cons
 bool DistributedTree::import_children(ExecutionSpace const& space, Context const& context,
                                       ScalarView<int> const& sources, int count, Tree<>& tree, NodeGeometry& geometry,
                                       ExpansionPass& pass, std::string const& walk_error) {
+  // Nodes are indexed with int: a rank whose imports could outgrow that, or that failed (here
+  // or in its walk), says so in the Allreduce that asks whether any rank goes on (2); then every
+  // rank throws the agreed error.
+  std::string overflow = walk_error;
   // Unique remote nodes whose children are missing.
   std::vector<int> wanted;
-  if (count > 0) {
-    auto const source_host = Kokkos::create_mirror_view_and_copy(
-        Kokkos::HostSpace(), Kokkos::subview(sources, Kokkos::make_pair(0, count)));
-    auto const flags = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), geometry.flags);
-    for (int i = 0; i < count; ++i)
-      if ((flags(source_host(i)) & node_unopened) && !(flags(source_host(i)) & node_leaf)) wanted.push_back(source_host(i));
-    std::sort(wanted.begin(), wanted.end());
-    wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+  try {
+    fault_injection::point("force.import_nodes");
+    if (count > 0 && overflow.empty()) {
+      auto const source_host = Kokkos::create_mirror_view_and_copy(
+          Kokkos::HostSpace(), Kokkos::subview(sources, Kokkos::make_pair(0, count)));
+      auto const flags = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), geometry.flags);
+      for (int i = 0; i < count; ++i)
+        if ((flags(source_host(i)) & node_unopened) && !(flags(source_host(i)) & node_leaf))
+          wanted.push_back(source_host(i));
+      std::sort(wanted.begin(), wanted.end());
+      wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+    }
+  } catch (std::exception const& e) {
+    if (overflow.empty()) overflow = e.what();
   }
-  // Nodes are indexed with int: a rank whose imports could outgrow that says so in the
-  // Allreduce that asks whether any rank goes on (2); then every rank throws the agreed error.
-  std::string overflow = walk_error;
   std::size_t const most_nodes = std::size_t(tree.num_nodes) + 8 * wanted.size();  // at most 8 children per node
   if (overflow.empty() && most_nodes > std::size_t(std::numeric_limits<int>::max()))
     overflow = fmt::format("rank {} would import up to {} tree nodes, more than the int index limit {}; use more MPI "
@@ -581,33 +618,46 @@ PassParticles DistributedTree::import_leaf_particles(ExecutionSpace const& space
                                                      PairLists const& p2p, Tree<>& tree,
                                                      Particles<MemorySpace> const& particles) {
   int const n = static_cast<int>(particles.num);
-  std::vector<int> leaves;
-  {
-    auto const source = Kokkos::create_mirror_view_and_copy(
-        Kokkos::HostSpace(), Kokkos::subview(p2p.source, Kokkos::make_pair(0, p2p.num_entries)));
-    // Flags live in the geometry; remote leaves are the appended nodes beyond the local ones.
-    for (int i = 0; i < p2p.num_entries; ++i)
-      if (source(i) >= local_nodes_) leaves.push_back(source(i));
-    std::sort(leaves.begin(), leaves.end());
-    leaves.erase(std::unique(leaves.begin(), leaves.end()), leaves.end());
-  }
-  auto const code_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.code);
+  // A failure before the requests go out is agreed after the exchange (this rank asks for and
+  // serves nothing meanwhile).
+  std::string error;
   std::vector<std::vector<std::uint64_t>> requests(context.size());
   std::vector<std::vector<int>> requested(context.size());
-  for (int leaf : leaves) {
-    int const owner = owner_of(splitters_, code_host(leaf));
-    requests[owner].push_back(code_host(leaf));
-    requested[owner].push_back(leaf);
+  decltype(Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), particles.pos)) pos;
+  decltype(Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), particles.mass)) mass;
+  decltype(Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.particle_begin)) pbegin, pend;
+  try {
+    fault_injection::point("force.import_particles");
+    std::vector<int> leaves;
+    {
+      auto const source = Kokkos::create_mirror_view_and_copy(
+          Kokkos::HostSpace(), Kokkos::subview(p2p.source, Kokkos::make_pair(0, p2p.num_entries)));
+      // Flags live in the geometry; remote leaves are the appended nodes beyond the local ones.
+      for (int i = 0; i < p2p.num_entries; ++i)
+        if (source(i) >= local_nodes_) leaves.push_back(source(i));
+      std::sort(leaves.begin(), leaves.end());
+      leaves.erase(std::unique(leaves.begin(), leaves.end()), leaves.end());
+    }
+    auto const code_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.code);
+    for (int leaf : leaves) {
+      int const owner = owner_of(splitters_, code_host(leaf));
+      requests[owner].push_back(code_host(leaf));
+      requested[owner].push_back(leaf);
+    }
+    pos = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), particles.pos);
+    mass = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), particles.mass);
+    pbegin = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.particle_begin);
+    pend = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.particle_end);
+  } catch (std::exception const& e) {
+    error = e.what();
+    for (auto& r : requests) r.clear();
+    for (auto& r : requested) r.clear();
   }
-  auto const pos = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), particles.pos);
-  auto const mass = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), particles.mass);
-  auto const pbegin = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.particle_begin);
-  auto const pend = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.particle_end);
   Answers const answers = ask_owners(
       context, requests, 4,
       [&](std::uint64_t code, std::vector<std::uint64_t>& codes, std::vector<double>& doubles) {
         auto const found = local_index_.find(code);
-        if (found == local_index_.end()) return 0;
+        if (!error.empty() || found == local_index_.end()) return 0;
         int const node = found->second;
         for (int i = pbegin(node); i < pend(node); ++i) {
           codes.push_back(code);
@@ -617,8 +667,7 @@ PassParticles DistributedTree::import_leaf_particles(ExecutionSpace const& space
       },
       bytes_sent_, bytes_received_);
   // Checked and agreed before the int indices of the near field take the imported particles.
-  std::string error;
-  if (std::size_t(n) + answers.codes.size() > max_rank_particles)
+  if (error.empty() && std::size_t(n) + answers.codes.size() > max_rank_particles)
     error = fmt::format("rank {} needs {} particles of other ranks for its near field besides its own {}, more than "
                         "the per-rank limit {} (int indices); use more MPI ranks or a smaller leaf_size",
                         context.rank(), answers.codes.size(), n, max_rank_particles);

@@ -21,6 +21,7 @@
 #include <kfmm/fmm/stats.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -40,11 +41,15 @@ class DistributedTree {
   /// Sorted codes of the cells cut by rank boundaries (empty on one rank).
   ScalarView<std::uint64_t const> forced_split() const { return forced_; }
 
+  /// The local half of assemble_top_tree (this rank's subtree roots packed): the caller runs it
+  /// in a stage whose failures it agrees anyway, so the top tree needs no agreement of its own.
+  void prepare_top_tree(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
+                        ExpansionPass const& pass);
   /// Completes the local tree with the replicated top (shared cells and every rank's subtree
-  /// roots) and returns the index of the root. Collective.
+  /// roots, packed by prepare_top_tree) and returns the index of the root. A failure on one rank
+  /// is agreed in the Allreduce it makes anyway. Collective.
   int assemble_top_tree(ExecutionSpace const& space, Context const& context, ExpansionCentre centre_kind,
-                        BoundingCube const& cube, Tree<>& tree, NodeGeometry& geometry, ExpansionPass& pass,
-                        Particles<MemorySpace> const& particles);
+                        BoundingCube const& cube, Tree<>& tree, NodeGeometry& geometry, ExpansionPass& pass);
   /// Walk hook: imports the children of the remote nodes among `sources`; returns whether any
   /// rank still has pairs to open. A `walk_error` of this rank, or imports beyond the int node
   /// indices, make every rank throw the agreed kfmm::Error (flagged in the Allreduce each call
@@ -106,6 +111,11 @@ class DistributedTree {
   ScalarView<double> source_mass_{"kfmm::distributed::source_mass", 0};
   std::uint64_t bytes_sent_ = 0, bytes_received_ = 0;
   std::uint64_t imported_nodes_ = 0, imported_particles_ = 0;
+  // prepare_top_tree → assemble_top_tree: the shared cells' codes, this rank's subtree roots and
+  // their records.
+  std::vector<std::uint64_t> top_shared_;
+  std::vector<int> top_roots_;
+  std::shared_ptr<Records> top_mine_;
 };
 
 }  // namespace kfmm

@@ -1,4 +1,5 @@
 #include <kfmm/core/error.hpp>
+#include <kfmm/core/fault_injection.hpp>
 #include <kfmm/core/view_growth.hpp>
 #include <kfmm/fmm/dual_tree_walk.hpp>
 
@@ -137,7 +138,7 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
   }
   // A list that would outgrow its int indices is thrown at once by a walk on its own; a
   // distributed walk hands it to the import of the next level, which agrees it across ranks.
-  std::string overflow;
+  std::string overflow;  // or another failure of this rank's level
   auto const fits = [&](long long needed, char const* what, int level) {
     if (needed <= index_limit_) return true;
     overflow = fmt::format("the dual-tree walk needs {} {} at level {}, more than the 32-bit index limit {}; use "
@@ -151,118 +152,127 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
     bool const more =
         import_children ? import_children(open->source, open->num_entries, overflow) : open->num_groups > 0;
     if (!more) break;
-    // Nodes appended by imports are remote: never targets, their allowance is never read.
-    bool const relative = test.allowed.extent(0) > 0;
-    auto const& power = geometry.multipole_power;
-    bool const harmonic = relative && power.extent(0) > 0;
-    if (harmonic && (power.extent(0) < std::size_t(tree.num_nodes) || int(power.extent(1)) != test.order + 1))
-      fail("DualTreeWalk: multipole powers for {} nodes of degree ≤ {}, need {} nodes of degree ≤ {}",
-           power.extent(0), int(power.extent(1)) - 1, tree.num_nodes, test.order);
-    WalkView const w{tree.child_begin,     tree.child_end,   tree.child_index, geometry.flags,
-                     geometry.centre,      geometry.radius,  geometry.mass,    test.allowed,
-                     geometry.power_radius, geometry.scale,  power,            test.theta,
-                     test.kernel_reach,    test.order,       relative,         harmonic};
-    int const groups = open->num_groups;
-    if (!fits(static_cast<long long>(groups) * max_children + 1, "child slots", iteration)) continue;
-    int const slots = groups * max_children;
-    for (auto& c : counts_) grow_preserving(c, slots + 1);
-    // counts_[k] for k = kind: entries of that kind per (group, child slot);
-    // counts_[3 + k]: 1 if that (group, slot) has any entry of kind k (becomes a group).
-    ScalarView<int> entries[3] = {counts_[0], counts_[1], counts_[2]};
-    ScalarView<int> has[3] = {counts_[3], counts_[4], counts_[5]};
-    auto const target = open->target;
-    auto const offset = open->offset;
-    auto const source = open->source;
-    bool const first = iteration == 0;
-    Kokkos::parallel_for(
-        "kfmm::fmm::walk::count", Kokkos::RangePolicy<ExecutionSpace>(space, 0, groups), KOKKOS_LAMBDA(int g) {
-          int const A = target(g);
-          // The root pair is tested as is; afterwards pairs are opened into their children.
-          int const na = first ? 1 : w.num_children(A);
-          for (int j = 0; j < max_children; ++j) {
-            int n[3] = {0, 0, 0};
-            if (j < na) {
+    // A distributed walk hands a failure of this rank's level to the next import, which agrees
+    // it across ranks (a walk on its own throws it at once).
+    try {
+      fault_injection::point("force.walk");
+      // Nodes appended by imports are remote: never targets, their allowance is never read.
+      bool const relative = test.allowed.extent(0) > 0;
+      auto const& power = geometry.multipole_power;
+      bool const harmonic = relative && power.extent(0) > 0;
+      if (harmonic && (power.extent(0) < std::size_t(tree.num_nodes) || int(power.extent(1)) != test.order + 1))
+        fail("DualTreeWalk: multipole powers for {} nodes of degree ≤ {}, need {} nodes of degree ≤ {}",
+             power.extent(0), int(power.extent(1)) - 1, tree.num_nodes, test.order);
+      WalkView const w{tree.child_begin,     tree.child_end,   tree.child_index, geometry.flags,
+                       geometry.centre,      geometry.radius,  geometry.mass,    test.allowed,
+                       geometry.power_radius, geometry.scale,  power,            test.theta,
+                       test.kernel_reach,    test.order,       relative,         harmonic};
+      int const groups = open->num_groups;
+      if (!fits(static_cast<long long>(groups) * max_children + 1, "child slots", iteration)) continue;
+      int const slots = groups * max_children;
+      for (auto& c : counts_) grow_preserving(c, slots + 1);
+      // counts_[k] for k = kind: entries of that kind per (group, child slot);
+      // counts_[3 + k]: 1 if that (group, slot) has any entry of kind k (becomes a group).
+      ScalarView<int> entries[3] = {counts_[0], counts_[1], counts_[2]};
+      ScalarView<int> has[3] = {counts_[3], counts_[4], counts_[5]};
+      auto const target = open->target;
+      auto const offset = open->offset;
+      auto const source = open->source;
+      bool const first = iteration == 0;
+      Kokkos::parallel_for(
+          "kfmm::fmm::walk::count", Kokkos::RangePolicy<ExecutionSpace>(space, 0, groups), KOKKOS_LAMBDA(int g) {
+            int const A = target(g);
+            // The root pair is tested as is; afterwards pairs are opened into their children.
+            int const na = first ? 1 : w.num_children(A);
+            for (int j = 0; j < max_children; ++j) {
+              int n[3] = {0, 0, 0};
+              if (j < na) {
+                auto const a = w.target(first ? A : w.child(A, j));
+                for (int e = offset(g); e < offset(g + 1); ++e) {
+                  int const B = source(e);
+                  int const nb = first ? 1 : w.num_children(B);
+                  for (int jb = 0; jb < nb; ++jb) {
+                    PairKind const kind = w.classify(a, first ? B : w.child(B, jb));
+                    if (kind != pair_none) ++n[kind];
+                  }
+                }
+              }
+              for (int k = 0; k < 3; ++k) {
+                entries[k](g * max_children + j) = n[k];
+                has[k](g * max_children + j) = n[k] > 0 ? 1 : 0;
+              }
+            }
+          });
+      PairLists* next = &open_[(iteration + 1) % 2];
+      out[2] = next;
+      int entry_base[3], group_base[3], entry_total[3], group_total[3];
+      bool fit = true;
+      for (int k = 0; k < 3 && fit; ++k) {
+        long long const entries_total = exclusive_scan(space, entries[k], slots, "kfmm::fmm::walk::scan_entries");
+        long long const groups_total = exclusive_scan(space, has[k], slots, "kfmm::fmm::walk::scan_groups");
+        PairLists const& list = *out[k];
+        entry_base[k] = k == 2 ? 0 : list.num_entries;
+        group_base[k] = k == 2 ? 0 : list.num_groups;
+        // + 1: the offsets close with one more entry
+        fit = fits(entry_base[k] + entries_total, fmt::format("{} list entries", list_names[k]).c_str(), iteration) &&
+              fits(group_base[k] + groups_total + 1, fmt::format("{} list groups", list_names[k]).c_str(), iteration);
+        entry_total[k] = static_cast<int>(entries_total);
+        group_total[k] = static_cast<int>(groups_total);
+      }
+      if (!fit) continue;
+      for (int k = 0; k < 3; ++k) {
+        PairLists& list = *out[k];
+        grow_preserving(list.target, group_base[k] + group_total[k]);
+        grow_preserving(list.offset, group_base[k] + group_total[k] + 1);
+        grow_preserving(list.source, entry_base[k] + entry_total[k]);
+      }
+      ScalarView<int> out_target[3] = {m2l.target, p2p.target, next->target};
+      ScalarView<int> out_offset[3] = {m2l.offset, p2p.offset, next->offset};
+      ScalarView<int> out_source[3] = {m2l.source, p2p.source, next->source};
+      Kokkos::parallel_for(
+          "kfmm::fmm::walk::fill", Kokkos::RangePolicy<ExecutionSpace>(space, 0, groups), KOKKOS_LAMBDA(int g) {
+            int const A = target(g);
+            int const na = first ? 1 : w.num_children(A);
+            for (int j = 0; j < na; ++j) {
+              int const slot = g * max_children + j;
               auto const a = w.target(first ? A : w.child(A, j));
+              int cursor[3];
+              for (int k = 0; k < 3; ++k) {
+                cursor[k] = entry_base[k] + entries[k](slot);
+                bool const is_group = (slot + 1 < slots ? has[k](slot + 1) : group_total[k]) > has[k](slot);
+                if (is_group) {
+                  int const group = group_base[k] + has[k](slot);
+                  out_target[k](group) = a.node;
+                  out_offset[k](group) = cursor[k];
+                }
+              }
               for (int e = offset(g); e < offset(g + 1); ++e) {
                 int const B = source(e);
                 int const nb = first ? 1 : w.num_children(B);
                 for (int jb = 0; jb < nb; ++jb) {
-                  PairKind const kind = w.classify(a, first ? B : w.child(B, jb));
-                  if (kind != pair_none) ++n[kind];
+                  int const b = first ? B : w.child(B, jb);
+                  PairKind const kind = w.classify(a, b);
+                  if (kind != pair_none) out_source[kind](cursor[kind]++) = b;
                 }
               }
             }
-            for (int k = 0; k < 3; ++k) {
-              entries[k](g * max_children + j) = n[k];
-              has[k](g * max_children + j) = n[k] > 0 ? 1 : 0;
-            }
-          }
-        });
-    PairLists* next = &open_[(iteration + 1) % 2];
-    out[2] = next;
-    int entry_base[3], group_base[3], entry_total[3], group_total[3];
-    bool fit = true;
-    for (int k = 0; k < 3 && fit; ++k) {
-      long long const entries_total = exclusive_scan(space, entries[k], slots, "kfmm::fmm::walk::scan_entries");
-      long long const groups_total = exclusive_scan(space, has[k], slots, "kfmm::fmm::walk::scan_groups");
-      PairLists const& list = *out[k];
-      entry_base[k] = k == 2 ? 0 : list.num_entries;
-      group_base[k] = k == 2 ? 0 : list.num_groups;
-      // + 1: the offsets close with one more entry
-      fit = fits(entry_base[k] + entries_total, fmt::format("{} list entries", list_names[k]).c_str(), iteration) &&
-            fits(group_base[k] + groups_total + 1, fmt::format("{} list groups", list_names[k]).c_str(), iteration);
-      entry_total[k] = static_cast<int>(entries_total);
-      group_total[k] = static_cast<int>(groups_total);
+          });
+      // Close the offsets of the three lists and the segments of M2L and P2P.
+      for (int k = 0; k < 3; ++k) {
+        int const groups_after = group_base[k] + group_total[k];
+        int const entries_after = entry_base[k] + entry_total[k];
+        Kokkos::deep_copy(space, Kokkos::subview(out_offset[k], groups_after), entries_after);
+        PairLists& list = *out[k];
+        list.num_groups = groups_after;
+        list.num_entries = entries_after;
+        if (k < 2 && group_total[k] > 0) list.segment_begin.push_back(groups_after);
+      }
+      open = next;
+    } catch (std::exception const& e) {
+      if (!import_children) throw;
+      overflow = e.what();
+      open->num_groups = open->num_entries = 0;
     }
-    if (!fit) continue;
-    for (int k = 0; k < 3; ++k) {
-      PairLists& list = *out[k];
-      grow_preserving(list.target, group_base[k] + group_total[k]);
-      grow_preserving(list.offset, group_base[k] + group_total[k] + 1);
-      grow_preserving(list.source, entry_base[k] + entry_total[k]);
-    }
-    ScalarView<int> out_target[3] = {m2l.target, p2p.target, next->target};
-    ScalarView<int> out_offset[3] = {m2l.offset, p2p.offset, next->offset};
-    ScalarView<int> out_source[3] = {m2l.source, p2p.source, next->source};
-    Kokkos::parallel_for(
-        "kfmm::fmm::walk::fill", Kokkos::RangePolicy<ExecutionSpace>(space, 0, groups), KOKKOS_LAMBDA(int g) {
-          int const A = target(g);
-          int const na = first ? 1 : w.num_children(A);
-          for (int j = 0; j < na; ++j) {
-            int const slot = g * max_children + j;
-            auto const a = w.target(first ? A : w.child(A, j));
-            int cursor[3];
-            for (int k = 0; k < 3; ++k) {
-              cursor[k] = entry_base[k] + entries[k](slot);
-              bool const is_group = (slot + 1 < slots ? has[k](slot + 1) : group_total[k]) > has[k](slot);
-              if (is_group) {
-                int const group = group_base[k] + has[k](slot);
-                out_target[k](group) = a.node;
-                out_offset[k](group) = cursor[k];
-              }
-            }
-            for (int e = offset(g); e < offset(g + 1); ++e) {
-              int const B = source(e);
-              int const nb = first ? 1 : w.num_children(B);
-              for (int jb = 0; jb < nb; ++jb) {
-                int const b = first ? B : w.child(B, jb);
-                PairKind const kind = w.classify(a, b);
-                if (kind != pair_none) out_source[kind](cursor[kind]++) = b;
-              }
-            }
-          }
-        });
-    // Close the offsets of the three lists and the segments of M2L and P2P.
-    for (int k = 0; k < 3; ++k) {
-      int const groups_after = group_base[k] + group_total[k];
-      int const entries_after = entry_base[k] + entry_total[k];
-      Kokkos::deep_copy(space, Kokkos::subview(out_offset[k], groups_after), entries_after);
-      PairLists& list = *out[k];
-      list.num_groups = groups_after;
-      list.num_entries = entries_after;
-      if (k < 2 && group_total[k] > 0) list.segment_begin.push_back(groups_after);
-    }
-    open = next;
   }
   if (!overflow.empty()) fail("internal error: the import callback did not throw the walk's error: {}", overflow);
 }

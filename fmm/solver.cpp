@@ -1,3 +1,4 @@
+#include <kfmm/core/fault_injection.hpp>
 #include <kfmm/core/hilbert.hpp>
 #include <kfmm/core/sort.hpp>
 #include <kfmm/core/tree.hpp>
@@ -58,28 +59,33 @@ class ForceSolver::Impl {
                           context_.rank(), particles.num, max_rank_particles)
             : std::string();
     int const n = too_many.empty() ? static_cast<int>(particles.num) : 0;
-    if (too_many.empty()) sort_locally(particles, cube, n, known);
-    phase("sort");
-
-    auto const build = [&] {
+    PassParticles pass_particles{particles.pos, particles.mass, n, n};
+    // The local stages from the sort to this rank's packed top-tree roots can fail on one rank
+    // (a full device, a tree beyond the int limits): agreed in one step before the next collective.
+    auto const local_stages = [&] {
       if (!too_many.empty()) fail("{}", too_many);
+      fault_injection::point("force.sort");
+      sort_locally(particles, cube, n, known);
+      phase("sort");
+      fault_injection::point("force.tree");
       build_tree(space_, keys_, n, config_.leaf_size, distributed_.forced_split(), tree_);
+      geometry_.power_exponent = relative() ? config_.order + 1 : 0;
+      compute_node_geometry(space_, tree_, particles.pos, particles.mass, config_.centre, cube, geometry_);
+      phase("tree");
+      fault_injection::point("force.upward");
+      pass_->upward(space_, tree_, geometry_, pass_particles);
+      phase("upward");
+      if (context_.size() > 1) distributed_.prepare_top_tree(space_, tree_, geometry_, *pass_);
     };
     if (context_.size() > 1)
-      collectively(context_, build);
+      collectively(context_, local_stages);
     else
-      build();
-    geometry_.power_exponent = relative() ? config_.order + 1 : 0;
-    compute_node_geometry(space_, tree_, particles.pos, particles.mass, config_.centre, cube, geometry_);
-    phase("tree");
-    PassParticles pass_particles{particles.pos, particles.mass, n, n};
-    pass_->upward(space_, tree_, geometry_, pass_particles);
-    phase("upward");
+      local_stages();
 
     int root = n > 0 ? 0 : -1;
     DualTreeWalk::ImportChildren import;
     if (context_.size() > 1) {
-      root = distributed_.assemble_top_tree(space_, context_, config_.centre, cube, tree_, geometry_, *pass_, particles);
+      root = distributed_.assemble_top_tree(space_, context_, config_.centre, cube, tree_, geometry_, *pass_);
       import = [this](ScalarView<int> const& sources, int count, std::string const& error) {
         int const before = tree_.num_nodes;
         bool const more =
@@ -95,8 +101,9 @@ class ForceSolver::Impl {
       Kokkos::resize(grad_, n);
     }
     // Walk, M2L, L2L + L2P and P2P into phi_ and grad_ (every local particle's values are
-    // overwritten by L2P, then P2P adds).
-    auto evaluate = [&](OpeningTest const& test, bool timed) {
+    // overwritten by L2P, then P2P adds), then `finish`. The local stages after the last import
+    // are agreed in one step on several ranks: the caller's next collective may be anywhere.
+    auto evaluate = [&](OpeningTest const& test, bool timed, auto const& finish) {
       auto step = [&](char const* name) {
         if (timed) phase(name);
       };
@@ -104,41 +111,49 @@ class ForceSolver::Impl {
       if (context_.size() > 1)
         pass_particles = distributed_.import_leaf_particles(space_, context_, p2p_, tree_, particles);
       step("walk");
-      pass_->translate(space_, geometry_, m2l_);
-      step("m2l");
-      pass_->evaluate_locals(space_, tree_, geometry_, pass_particles, phi_, grad_);
-      step("downward");
-      pass_->add_near_field(space_, tree_, geometry_, p2p_, pass_particles, phi_, grad_);
-      step("p2p");
+      auto const local = [&] {
+        fault_injection::point("force.m2l");
+        pass_->translate(space_, geometry_, m2l_);
+        step("m2l");
+        fault_injection::point("force.downward");
+        pass_->evaluate_locals(space_, tree_, geometry_, pass_particles, phi_, grad_);
+        step("downward");
+        fault_injection::point("force.p2p");
+        pass_->add_near_field(space_, tree_, geometry_, p2p_, pass_particles, phi_, grad_);
+        step("p2p");
+        finish();
+      };
+      if (context_.size() > 1)
+        collectively(context_, local);
+      else
+        local();
     };
     double const reach = config_.softening == SofteningKind::Spline ? 2.8 * config_.softening_length : 0.0;
     OpeningTest test{config_.theta, reach, config_.order};
     if (relative()) {
       // |a| of every particle: from the previous call, or else from a coarser evaluation now.
+      auto const allowance = [&] {
+        relative_opening_allowance(space_, tree_, geometry_, carried_, config_.tolerance / std::fabs(config_.G),
+                                   tree_.num_nodes, allowed_);
+      };
       if (!known) {
-        evaluate(OpeningTest{config_.estimate_theta, reach}, false);
-        grow_preserving(carried_, std::size_t(n));
-        auto const magnitude = carried_;
-        auto const grad = grad_;
-        double const G = std::fabs(config_.G);
-        Kokkos::parallel_for(
-            "kfmm::solver::estimate_magnitude", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, n),
-            KOKKOS_LAMBDA(int i) {
-              magnitude(i) = G * compat::math::sqrt(grad(i, 0) * grad(i, 0) + grad(i, 1) * grad(i, 1) +
-                                                    grad(i, 2) * grad(i, 2));
-            });
-        phase("estimate");
+        evaluate(OpeningTest{config_.estimate_theta, reach}, false, [&] {
+          store_estimate(n);
+          phase("estimate");
+          allowance();
+        });
+      } else {
+        allowance();
       }
-      relative_opening_allowance(space_, tree_, geometry_, carried_, config_.tolerance / std::fabs(config_.G),
-                                 tree_.num_nodes, allowed_);
       distributed_.combine_shared_minimum(space_, context_, allowed_);
       test.allowed = allowed_;
     }
-    evaluate(test, true);
-
-    write_results(particles, n);
-    if (context_.size() > 1) measure_costs(n);
-    phase("output");
+    evaluate(test, true, [&] {
+      fault_injection::point("force.output");
+      write_results(particles, n);
+      if (context_.size() > 1) measure_costs(n);
+      phase("output");
+    });
     if (statistics_)
       collect_counts(particles, n);
     else
@@ -429,6 +444,18 @@ class ForceSolver::Impl {
           KOKKOS_LAMBDA(int i) { sorted(i) = values(perm(i)); });
       carried_ = sorted;
     }
+  }
+
+  // carried_ = |a| of the first n particles, from the gradient of the estimating evaluation.
+  void store_estimate(int n) {
+    grow_preserving(carried_, std::size_t(n));
+    auto const magnitude = carried_;
+    auto const grad = grad_;
+    double const G = std::fabs(config_.G);
+    Kokkos::parallel_for(
+        "kfmm::solver::estimate_magnitude", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, n), KOKKOS_LAMBDA(int i) {
+          magnitude(i) = G * compat::math::sqrt(grad(i, 0) * grad(i, 0) + grad(i, 1) * grad(i, 1) + grad(i, 2) * grad(i, 2));
+        });
   }
 
   void write_results(Particles<MemorySpace> const& particles, int n) {
