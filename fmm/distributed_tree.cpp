@@ -6,6 +6,7 @@
 #include <kfmm/fmm/distributed_tree.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <numeric>
@@ -68,6 +69,47 @@ std::vector<T> all_to_all(Context const& context, std::vector<std::vector<T>> co
   }
   incoming_counts = std::move(counts.recv_counts);
   return receive;
+}
+
+// Every rank's records, in rank order, by one Allgather of the counts and one Allgatherv of
+// code and doubles packed together (the top tree is replicated: each rank needs every rank's
+// roots). The same on every rank, so a too large total fails everywhere alike.
+template <class Records>
+Records all_gather(Context const& context, Records const& mine, std::uint64_t& bytes_sent, std::uint64_t& bytes_received) {
+  int const ranks = context.size();
+  std::size_t const per = mine.per_record;
+  std::size_t const record_bytes = sizeof(std::uint64_t) + per * sizeof(double);
+  std::uint64_t const count = mine.size();
+  std::vector<std::uint64_t> counts(ranks);
+  MPI_Allgather(&count, 1, MPI_UINT64_T, counts.data(), 1, MPI_UINT64_T, context.comm());
+  std::uint64_t const total = std::accumulate(counts.begin(), counts.end(), std::uint64_t(0));
+  if (total * record_bytes > std::uint64_t(std::numeric_limits<int>::max()))
+    fail("the top tree has {} subtree roots of {} bytes, more than MPI's int count limit of {} bytes in one gather; use "
+         "a larger leaf_size or fewer MPI ranks",
+         total, record_bytes, std::numeric_limits<int>::max());
+  std::vector<int> sizes(ranks), displacements(ranks + 1, 0);
+  for (int r = 0; r < ranks; ++r) {
+    sizes[r] = static_cast<int>(counts[r] * record_bytes);
+    displacements[r + 1] = displacements[r] + sizes[r];
+  }
+  std::vector<char> send(count * record_bytes), receive(total * record_bytes);
+  for (std::size_t i = 0; i < count; ++i) {
+    std::memcpy(&send[i * record_bytes], &mine.codes[i], sizeof(std::uint64_t));
+    std::memcpy(&send[i * record_bytes + sizeof(std::uint64_t)], &mine.doubles[i * per], per * sizeof(double));
+  }
+  MPI_Allgatherv(send.data(), static_cast<int>(send.size()), MPI_BYTE, receive.data(), sizes.data(),
+                 displacements.data(), MPI_BYTE, context.comm());
+  Records all;
+  all.per_record = mine.per_record;
+  all.codes.resize(total);
+  all.doubles.resize(total * per);
+  for (std::size_t i = 0; i < total; ++i) {
+    std::memcpy(&all.codes[i], &receive[i * record_bytes], sizeof(std::uint64_t));
+    std::memcpy(&all.doubles[i * per], &receive[i * record_bytes + sizeof(std::uint64_t)], per * sizeof(double));
+  }
+  bytes_sent += send.size() * std::uint64_t(ranks - 1);
+  bytes_received += receive.size() - send.size();
+  return all;
 }
 
 Answers ask_owners(Context const& context, std::vector<std::vector<std::uint64_t>> const& requests,
@@ -345,16 +387,7 @@ int DistributedTree::assemble_top_tree(ExecutionSpace const& space, Context cons
   std::vector<int> const& roots = top_roots_;
   Records const mine = std::move(*top_mine_);
   top_mine_.reset();
-  // Every rank's subtree roots.
-  Records all;
-  all.per_record = mine.per_record;
-  {
-    std::vector<std::vector<std::uint64_t>> codes_out(context.size(), mine.codes);
-    std::vector<std::vector<double>> doubles_out(context.size(), mine.doubles);
-    std::vector<std::size_t> counts;
-    all.codes = all_to_all(context, codes_out, counts, bytes_sent_, bytes_received_);
-    all.doubles = all_to_all(context, doubles_out, counts, bytes_sent_, bytes_received_);
-  }
+  Records const all = all_gather(context, mine, bytes_sent_, bytes_received_);  // every rank's subtree roots
   // A failure here is agreed in the Allreduce below, which every rank makes anyway.
   std::string error;
   std::unordered_map<std::uint64_t, int> top_index;
@@ -398,12 +431,17 @@ int DistributedTree::assemble_top_tree(ExecutionSpace const& space, Context cons
     // Children lists of the shared cells: every top node one level below, in code order.
     std::sort(top_codes.begin(), top_codes.end());
     top_codes.erase(std::unique(top_codes.begin(), top_codes.end()), top_codes.end());
-    std::vector<std::pair<int, std::vector<int>>> children;  // (shared node, its children)
+    // (shared node, its children), found by hashing the parents' codes: both lists grow with R.
+    std::vector<std::pair<int, std::vector<int>>> children;
+    std::unordered_map<std::uint64_t, std::size_t> slot_of;
     for (std::uint64_t c : shared) {
-      std::vector<int> kids;
-      for (std::uint64_t t : top_codes)
-        if (t != 1 && (t >> 3) == c) kids.push_back(top_index.at(t));
-      children.emplace_back(top_index.at(c), kids);
+      slot_of[c] = children.size();
+      children.emplace_back(top_index.at(c), std::vector<int>());
+    }
+    for (std::uint64_t t : top_codes) {
+      if (t == 1) continue;
+      auto const parent = slot_of.find(t >> 3);
+      if (parent != slot_of.end()) children[parent->second].second.push_back(top_index.at(t));
     }
     std::size_t entries = 0;
     for (auto const& [node, kids] : children) entries += kids.size();

@@ -1,5 +1,6 @@
 /* Counts MPI calls per rank through the PMPI profiling interface and prints them at
- * MPI_Finalize: collectives by name, point-to-point messages, their bytes and partners. For
+ * MPI_Finalize: collectives by name, point-to-point messages, their bytes and partners, and the
+ * bytes this rank sends to the others in gathers and all-to-alls (collective_bytes). For
  * measuring what a kfmm run costs in communication independently of the cores (README,
  * "Distributed"). Build and use:
  *   mpicc -shared -fPIC -O2 -o /tmp/libmpi_calls.so tools/mpi_calls.c
@@ -15,6 +16,15 @@ static char const* names[COLLECTIVES] = {"Allreduce", "Alltoall", "Alltoallv", "
                                          "Barrier", "Exscan", "Scan", "Reduce", "Gather", "Comm_split", "Comm_dup"};
 static long long calls[COLLECTIVES];
 static long long messages, bytes;
+/* Bytes this rank contributes to the gathers and all-to-alls (what it sends to the others). */
+static long long collective_bytes;
+
+static void contributed(int count, MPI_Datatype type, MPI_Comm comm, int per_other) {
+  int size = 0, ranks = 1;
+  PMPI_Type_size(type, &size);
+  PMPI_Comm_size(comm, &ranks);
+  collective_bytes += (long long)count * size * (per_other ? ranks - 1 : 1);
+}
 static char partner[1 << 16];
 
 static void sent(int count, MPI_Datatype type, int dest) {
@@ -31,20 +41,30 @@ int MPI_Allreduce(const void* s, void* r, int c, MPI_Datatype t, MPI_Op o, MPI_C
 }
 int MPI_Alltoall(const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, MPI_Comm m) {
   ++calls[ALLTOALL];
+  contributed(sc, st, m, 1);
   return PMPI_Alltoall(s, sc, st, r, rc, rt, m);
 }
 int MPI_Alltoallv(const void* s, const int* sc, const int* sd, MPI_Datatype st, void* r, const int* rc,
                   const int* rd, MPI_Datatype rt, MPI_Comm m) {
   ++calls[ALLTOALLV];
+  {
+    int ranks = 1, me = 0;
+    PMPI_Comm_size(m, &ranks);
+    PMPI_Comm_rank(m, &me);
+    for (int r = 0; r < ranks; ++r)
+      if (r != me) contributed(sc[r], st, m, 0);
+  }
   return PMPI_Alltoallv(s, sc, sd, st, r, rc, rd, rt, m);
 }
 int MPI_Allgather(const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, MPI_Comm m) {
   ++calls[ALLGATHER];
+  contributed(sc, st, m, 1);
   return PMPI_Allgather(s, sc, st, r, rc, rt, m);
 }
 int MPI_Allgatherv(const void* s, int sc, MPI_Datatype st, void* r, const int* rc, const int* d, MPI_Datatype rt,
                    MPI_Comm m) {
   ++calls[ALLGATHERV];
+  contributed(sc, st, m, 1);
   return PMPI_Allgatherv(s, sc, st, r, rc, d, rt, m);
 }
 int MPI_Bcast(void* b, int c, MPI_Datatype t, int root, MPI_Comm m) {
@@ -103,7 +123,7 @@ int MPI_Finalize(void) {
     collectives += i < SPLIT ? calls[i] : 0;
     if (calls[i] > 0) at += snprintf(line + at, sizeof(line) - at, " %s=%lld", names[i], calls[i]);
   }
-  fprintf(stderr, "mpi_calls rank %d: collectives=%lld%s messages=%lld bytes=%lld partners=%d\n", rank, collectives,
-          line, messages, bytes, partners);
+  fprintf(stderr, "mpi_calls rank %d: collectives=%lld%s messages=%lld bytes=%lld partners=%d collective_bytes=%lld\n",
+          rank, collectives, line, messages, bytes, partners, collective_bytes);
   return PMPI_Finalize();
 }
