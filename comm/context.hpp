@@ -22,6 +22,10 @@ class Context {
 
   /// kfmm's duplicate of the communicator given to the constructor.
   MPI_Comm comm() const { return *comm_; }
+  /// 0, 1, 2, … at successive calls, shared by copies: the same on every rank as long as the
+  /// ranks call it collectively (sparse exchanges alternate their tags by it, so that a rank one
+  /// round ahead cannot be mistaken for the current round).
+  unsigned long long next_round() const { return (*rounds_)++; }
   int rank() const { return rank_; }
   int size() const { return size_; }
   /// Rank among the processes sharing this node (MPI_COMM_TYPE_SHARED).
@@ -31,6 +35,7 @@ class Context {
 
  private:
   std::shared_ptr<MPI_Comm const> comm_;
+  std::shared_ptr<unsigned long long> rounds_ = std::make_shared<unsigned long long>(0);
   int rank_ = 0;
   int size_ = 1;
   int local_rank_ = 0;

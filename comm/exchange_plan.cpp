@@ -56,9 +56,48 @@ std::vector<std::size_t> plan_exports(Context const& context, int const* destina
 }
 
 std::vector<std::size_t> import_counts(Context const& context, std::vector<std::size_t> const& export_counts) {
-  std::vector<std::uint64_t> sent(export_counts.begin(), export_counts.end()), received(export_counts.size());
-  MPI_Alltoall(sent.data(), 1, MPI_UINT64_T, received.data(), 1, MPI_UINT64_T, context.comm());
-  return std::vector<std::size_t>(received.begin(), received.end());
+  int const ranks = context.size(), rank = context.rank();
+  std::vector<std::size_t> imports(ranks, 0);
+  imports[rank] = export_counts[rank];
+  if (ranks == 1) return imports;
+  // A rank can be at most one round ahead of another (it leaves a round only after every rank
+  // entered its barrier), so two tags, alternating, keep consecutive rounds apart.
+  int const tag = 7302 + static_cast<int>(context.next_round() % 2);
+  MPI_Comm const comm = context.comm();
+  std::vector<std::uint64_t> values;
+  values.reserve(ranks);
+  std::vector<MPI_Request> sends;
+  for (int peer = 0; peer < ranks; ++peer) {
+    if (peer == rank || export_counts[peer] == 0) continue;
+    values.push_back(export_counts[peer]);
+    sends.emplace_back();
+    MPI_Issend(&values.back(), 1, MPI_UINT64_T, peer, tag, comm, &sends.back());
+  }
+  MPI_Request barrier = MPI_REQUEST_NULL;
+  bool in_barrier = false;
+  for (;;) {
+    int arrived = 0;
+    MPI_Status status;
+    MPI_Iprobe(MPI_ANY_SOURCE, tag, comm, &arrived, &status);
+    if (arrived) {
+      std::uint64_t value = 0;
+      MPI_Recv(&value, 1, MPI_UINT64_T, status.MPI_SOURCE, tag, comm, MPI_STATUS_IGNORE);
+      imports[status.MPI_SOURCE] = static_cast<std::size_t>(value);
+      continue;
+    }
+    int done = 0;
+    if (!in_barrier) {
+      MPI_Testall(static_cast<int>(sends.size()), sends.data(), &done, MPI_STATUSES_IGNORE);
+      if (done) {
+        MPI_Ibarrier(comm, &barrier);
+        in_barrier = true;
+      }
+    } else {
+      MPI_Test(&barrier, &done, MPI_STATUS_IGNORE);
+      if (done) break;
+    }
+  }
+  return imports;
 }
 
 std::vector<std::size_t> offsets_of(std::vector<std::size_t> const& counts) {

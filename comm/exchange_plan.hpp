@@ -38,7 +38,11 @@ void exchange_remote_bytes(MPI_Comm comm, int rank, MessageCounts const& counts,
 std::vector<std::size_t> plan_exports(Context const& context, int const* destinations, std::size_t n,
                                       std::vector<std::size_t>& order);
 
-/// Exchanges export counts for import counts (MPI_Alltoall).
+/// Exchanges export counts for import counts: a nonblocking consensus (NBX, Hoefler, Siebert
+/// and Lumsdaine 2010): a synchronous send to each rank this one exports to, receives of
+/// whatever arrives, and a nonblocking barrier entered once this rank's sends are matched; when
+/// it completes, every count has arrived. Messages go to partners only and the collective part
+/// is one barrier (log R latency), where an Alltoall of counts costs O(R). Collective.
 std::vector<std::size_t> import_counts(Context const& context, std::vector<std::size_t> const& export_counts);
 
 /// Exclusive prefix sums with the total as last entry.

@@ -10,10 +10,10 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { ALLREDUCE, ALLTOALL, ALLTOALLV, ALLGATHER, ALLGATHERV, BCAST, BARRIER, EXSCAN, SCAN, REDUCE, GATHER,
+enum { ALLREDUCE, ALLTOALL, ALLTOALLV, ALLGATHER, ALLGATHERV, BCAST, BARRIER, IBARRIER, EXSCAN, SCAN, REDUCE, GATHER,
        SPLIT, DUP, COLLECTIVES };
 static char const* names[COLLECTIVES] = {"Allreduce", "Alltoall", "Alltoallv", "Allgather", "Allgatherv", "Bcast",
-                                         "Barrier", "Exscan", "Scan", "Reduce", "Gather", "Comm_split", "Comm_dup"};
+                                         "Barrier", "Ibarrier", "Exscan", "Scan", "Reduce", "Gather", "Comm_split", "Comm_dup"};
 static long long calls[COLLECTIVES];
 static long long messages, bytes;
 /* Bytes this rank contributes to the gathers and all-to-alls (what it sends to the others). */
@@ -75,6 +75,10 @@ int MPI_Barrier(MPI_Comm m) {
   ++calls[BARRIER];
   return PMPI_Barrier(m);
 }
+int MPI_Ibarrier(MPI_Comm m, MPI_Request* q) {
+  ++calls[IBARRIER];
+  return PMPI_Ibarrier(m, q);
+}
 int MPI_Exscan(const void* s, void* r, int c, MPI_Datatype t, MPI_Op o, MPI_Comm m) {
   ++calls[EXSCAN];
   return PMPI_Exscan(s, r, c, t, o, m);
@@ -106,6 +110,10 @@ int MPI_Comm_dup(MPI_Comm m, MPI_Comm* out) {
 int MPI_Isend(const void* b, int c, MPI_Datatype t, int dest, int tag, MPI_Comm m, MPI_Request* q) {
   sent(c, t, dest);
   return PMPI_Isend(b, c, t, dest, tag, m, q);
+}
+int MPI_Issend(const void* b, int c, MPI_Datatype t, int dest, int tag, MPI_Comm m, MPI_Request* q) {
+  sent(c, t, dest);
+  return PMPI_Issend(b, c, t, dest, tag, m, q);
 }
 int MPI_Send(const void* b, int c, MPI_Datatype t, int dest, int tag, MPI_Comm m) {
   sent(c, t, dest);
