@@ -43,6 +43,10 @@ inline void add_fmm_options(CLI::App* command, std::shared_ptr<FmmOptions> const
                       "θ of the first evaluation that estimates |a| for --mac relative")
       ->capture_default_str();
   command->add_option("--leaf-size", c.leaf_size, "maximum particles per leaf")->capture_default_str();
+  command->add_option("--domain-tolerance", c.domain_tolerance,
+                      "several ranks: keep the previous domains while the load imbalance is within this (0: new "
+                      "domains every evaluation)")
+      ->capture_default_str();
   command->add_option("--softening", c.softening_length, "softening length ε (≥ 0)")->capture_default_str();
   command->add_option("--kernel", options->kernel, "softening kernel: plummer or spline")
       ->capture_default_str()

@@ -15,6 +15,10 @@ void FMMConfig::validate() const {
     fail("theta = {} is outside (0, 1.5); the opening angle must be positive and below 1.5 (--theta; 0.5…0.8 is typical)",
          theta);
   if (leaf_size < 1) fail("leaf_size = {} is invalid; leaves need at least 1 particle (--leaf-size; 16…64 is typical)", leaf_size);
+  if (!(domain_tolerance >= 0.0 && domain_tolerance <= 10.0))
+    fail("domain_tolerance = {} is outside [0, 10]; it is the load imbalance up to which the previous domains are kept "
+         "(--domain-tolerance; 0, the default, re-decomposes every evaluation; 0.05 is typical)",
+         domain_tolerance);
   if (!(softening_length >= 0.0) || !std::isfinite(softening_length))
     fail("softening length = {} is invalid; it must be finite and ≥ 0 (--softening)", softening_length);
   if (opening == OpeningCriterion::Relative) {

@@ -33,6 +33,13 @@ struct FMMConfig {
   double tolerance = 5e-6;           ///< α of OpeningCriterion::Relative, 0 < α ≤ 1
   double estimate_theta = 1.0;       ///< θ of the first (estimating) evaluation of Relative, θ ≤ it < 1.5
   int leaf_size = 160;               ///< leaves are the largest cells with ≤ leaf_size particles
+  /// Several ranks: the previous step's splitters are kept (moved only off cells that became
+  /// leaves) while the most loaded rank's cost (last evaluation's per-particle costs, particles
+  /// where they are now) stays within (1 + this) × the mean: no sample sort, and only particles
+  /// that crossed a boundary move. 0 (default): new splitters at every evaluation. Forces are the
+  /// same; which rank holds which particle may differ, also after a restart (splitters are not
+  /// in restart files), so per-rank snapshot layouts are only reproducible with 0.
+  double domain_tolerance = 0;
   SofteningKind softening = SofteningKind::Plummer;
   double softening_length = 1e-3;    ///< ε ≥ 0 (Plummer ε; spline: Plummer-equivalent ε, h = 2.8 ε)
   Precision precision = Precision::Float;  ///< arithmetic of expansions and kernels

@@ -263,7 +263,7 @@ void DistributedTree::index_local_nodes(Tree<> const& tree) {
 
 void DistributedTree::decompose(ExecutionSpace const& space, Context const& context, BoundingCube const& cube,
                                 int leaf_size, Particles<MemorySpace>& particles, ScalarView<std::uint64_t>& keys,
-                                ScalarView<double>* carried) {
+                                ScalarView<double>* carried, double keep_tolerance) {
   std::size_t const n = particles.num;
   // A failure of the local steps is agreed in choose_splitters' first collective.
   std::string local_error;
@@ -298,10 +298,81 @@ void DistributedTree::decompose(ExecutionSpace const& space, Context const& cont
     local_error = e.what();
   }
   ScalarView<std::uint64_t const> const_keys = keys;
-  std::size_t const sampled = local_error.empty() ? n : 0;
-  splitters_ = choose_splitters(context, Kokkos::subview(const_keys, Kokkos::make_pair(std::size_t(0), sampled)),
-                                sampled, local_error.empty() ? weights : decltype(weights)(), 256, local_error);
+  bool const kept = keep_tolerance > 0 && splitters_.size() + 1 == std::size_t(context.size()) &&
+                    domains_balance(space, context, const_keys, n, weights, keep_tolerance, local_error);
+  domains_kept_ = kept;
+  if (!kept) {
+    std::size_t const sampled = local_error.empty() ? n : 0;
+    splitters_ = choose_splitters(context, Kokkos::subview(const_keys, Kokkos::make_pair(std::size_t(0), sampled)),
+                                  sampled, local_error.empty() ? weights : decltype(weights)(), 256, local_error);
+  }
+  // Kept splitters are adjusted again too: particles moved, and a cut cell that would now be a
+  // leaf would make the tree differ from the one-rank tree (and the forces from its forces).
+  adjust_splitters(space, context, const_keys, n, leaf_size);
+  auto const destinations = destination_ranks(space, keys, n, splitters_);
+  ExchangePlan<MemorySpace> plan;
+  redistribute(context, particles, destinations, &plan);
+  if (carried != nullptr) *carried = plan.exchange(sorted_carried);
+  bytes_sent_ = plan.bytes_sent();
+  bytes_received_ = plan.bytes_received();
+  imported_nodes_ = imported_particles_ = 0;
+  cost_count_ = 0;
+}
 
+bool DistributedTree::domains_balance(ExecutionSpace const& space, Context const& context,
+                                      ScalarView<std::uint64_t const> const& keys, std::size_t n,
+                                      Kokkos::View<double const*, MemorySpace> const& weights, double tolerance,
+                                      std::string const& local_error) {
+  int const ranks = context.size();
+  // The cost each rank would hold under the current splitters: keys are sorted, so a rank's
+  // share of this rank's particles is a range, its cost a difference of prefix sums.
+  std::vector<double> loads(ranks + 1, 0.0);
+  if (local_error.empty() && n > 0) {
+    bool const weighted = weights.extent(0) >= n;
+    ScalarView<double> cumulative(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::cumulative"),
+                                  n + 1);
+    Kokkos::parallel_scan(
+        "kfmm::distributed::cumulative_cost", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n + 1),
+        KOKKOS_LAMBDA(std::size_t i, double& sum, bool final) {
+          if (final) cumulative(i) = sum;
+          if (i < n) sum += weighted ? weights(i) : 1.0;
+        });
+    Kokkos::View<std::uint64_t*, MemorySpace> bounds("kfmm::distributed::bounds", ranks - 1);
+    Kokkos::deep_copy(space, bounds,
+                      Kokkos::View<std::uint64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(splitters_.data(),
+                                                                                                  ranks - 1));
+    ScalarView<double> at("kfmm::distributed::cost_at_bounds", ranks + 1);
+    Kokkos::parallel_for(
+        "kfmm::distributed::cost_at_bounds", Kokkos::RangePolicy<ExecutionSpace>(space, 0, ranks + 1),
+        KOKKOS_LAMBDA(int r) {
+          std::size_t first = 0;  // the first key ≥ the splitter that starts rank r
+          if (r == ranks) {
+            first = n;
+          } else if (r > 0) {
+            std::size_t high = n;
+            while (first < high) {
+              std::size_t const middle = (first + high) / 2;
+              if (keys(middle) < bounds(r - 1))
+                first = middle + 1;
+              else
+                high = middle;
+            }
+          }
+          at(r) = cumulative(first);
+        });
+    auto const at_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), at);
+    for (int r = 0; r < ranks; ++r) loads[r] = at_host(r + 1) - at_host(r);
+  }
+  loads[ranks] = local_error.empty() ? 0.0 : 1.0;  // failures, agreed in the same step
+  MPI_Allreduce(MPI_IN_PLACE, loads.data(), ranks + 1, MPI_DOUBLE, MPI_SUM, context.comm());
+  if (loads[ranks] > 0) agree_on_error(context, local_error);
+  double const total = std::accumulate(loads.begin(), loads.begin() + ranks, 0.0);
+  double const most = *std::max_element(loads.begin(), loads.begin() + ranks);
+  return total > 0 && most <= (1.0 + tolerance) * total / ranks;
+}
+
+void DistributedTree::adjust_splitters(ExecutionSpace const& space, Context const& context,
+                                       ScalarView<std::uint64_t const> const& keys, std::size_t n, int leaf_size) {
   // Global counts of every cell the boundaries cut.
   std::vector<std::uint64_t> cells;
   for (std::uint64_t s : splitters_) {
@@ -345,15 +416,6 @@ void DistributedTree::decompose(ExecutionSpace const& space, Context const& cont
   forced_ = ScalarView<std::uint64_t>("kfmm::distributed::forced_split", forced.size());
   Kokkos::deep_copy(space, forced_,
                     Kokkos::View<std::uint64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(forced.data(), forced.size()));
-
-  auto const destinations = destination_ranks(space, keys, n, splitters_);
-  ExchangePlan<MemorySpace> plan;
-  redistribute(context, particles, destinations, &plan);
-  if (carried != nullptr) *carried = plan.exchange(sorted_carried);
-  bytes_sent_ = plan.bytes_sent();
-  bytes_received_ = plan.bytes_received();
-  imported_nodes_ = imported_particles_ = 0;
-  cost_count_ = 0;
 }
 
 void DistributedTree::prepare_top_tree(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,

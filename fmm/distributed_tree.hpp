@@ -34,10 +34,19 @@ class DistributedTree {
   /// Splitters from a weighted sample sort, moved so that no cell with ≤ leaf_size particles
   /// is cut; then all particle fields move to their owners. `keys` is scratch. `carried`, when
   /// given, holds one value per particle that moves with them (replaced by the moved values).
-  /// Collective.
+  /// With `keep_tolerance` > 0 the previous splitters are kept while they balance the cost
+  /// within it (domains_balance): then only particles that crossed a boundary move. Collective.
   void decompose(ExecutionSpace const& space, Context const& context, BoundingCube const& cube, int leaf_size,
                  Particles<MemorySpace>& particles, ScalarView<std::uint64_t>& keys,
-                 ScalarView<double>* carried = nullptr);
+                 ScalarView<double>* carried = nullptr, double keep_tolerance = 0);
+  /// Whether the last decompose() kept the previous domains.
+  bool domains_kept() const { return domains_kept_; }
+  /// Whether the current splitters give every rank at most (1 + tolerance) × the mean cost of
+  /// the sorted `keys` (with `weights`, or 1 each) of all ranks; a `local_error` of any rank is
+  /// agreed in the same Allreduce (of R + 1 numbers). Collective.
+  bool domains_balance(ExecutionSpace const& space, Context const& context, ScalarView<std::uint64_t const> const& keys,
+                       std::size_t n, Kokkos::View<double const*, MemorySpace> const& weights, double tolerance,
+                       std::string const& local_error);
   /// Sorted codes of the cells cut by rank boundaries (empty on one rank).
   ScalarView<std::uint64_t const> forced_split() const { return forced_; }
 
@@ -97,6 +106,10 @@ class DistributedTree {
 
  private:
   void index_local_nodes(Tree<> const& tree);
+  // Moves each splitter to the start of the deepest cut cell that would be a leaf and records
+  // the cut cells (forced_). Collective.
+  void adjust_splitters(ExecutionSpace const& space, Context const& context, ScalarView<std::uint64_t const> const& keys,
+                        std::size_t n, int leaf_size);
 
   std::vector<std::uint64_t> splitters_;
   ScalarView<std::uint64_t> forced_{"kfmm::distributed::forced_split", 0};
@@ -111,6 +124,7 @@ class DistributedTree {
   ScalarView<double> source_mass_{"kfmm::distributed::source_mass", 0};
   std::uint64_t bytes_sent_ = 0, bytes_received_ = 0;
   std::uint64_t imported_nodes_ = 0, imported_particles_ = 0;
+  bool domains_kept_ = false;
   // prepare_top_tree → assemble_top_tree: the shared cells' codes, this rank's subtree roots and
   // their records.
   std::vector<std::uint64_t> top_shared_;

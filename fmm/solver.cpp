@@ -46,7 +46,9 @@ class ForceSolver::Impl {
 
     BoundingCube const cube = global_cube(particles);
     if (context_.size() > 1) {
-      distributed_.decompose(space_, context_, cube, config_.leaf_size, particles, keys_, known ? &carried_ : nullptr);
+      distributed_.decompose(space_, context_, cube, config_.leaf_size, particles, keys_, known ? &carried_ : nullptr,
+                             config_.domain_tolerance);
+      stats_.domains_kept = distributed_.domains_kept();
       phase("domain");
     }
     // The decomposition may give a rank more particles than it had; that and a tree beyond

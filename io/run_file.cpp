@@ -59,6 +59,7 @@ Key const keys[] = {
   {"force.tolerance", "float", "5e-6", "α of the relative opening criterion (5e-6 meets the accuracy targets on every generated distribution; docs in the README)", "", 1e-12, 1},
   {"force.estimate_theta", "float", "1", "θ of the first evaluation that estimates |a| for the relative criterion", "", 1e-3, 1.5},
   {"force.leaf_size", "int", "160", "largest number of particles in a leaf", "", 1, 1e6},
+  {"force.domain_tolerance", "float", "0", "several ranks: keep the previous domains while the most loaded rank's cost is within (1 + this) × the mean (0: new domains every step; same forces, but per-rank layouts then differ after a restart)", "", 0, 10},
   {"force.softening", "string", "plummer", "softening kernel", "plummer|spline"},
   {"force.softening_length", "float", "0.05", "softening length ε (spline: Plummer-equivalent)", "", 0, 1e300},
   {"force.precision", "string", "float", "arithmetic of expansions and kernels", "float|double"},
@@ -353,6 +354,7 @@ RunSettings settings_from(YAML::Node const& root, std::string const& source) {
   fmm.order = static_cast<int>(values.integer("force.order"));
   fmm.theta = values.number("force.theta");
   fmm.leaf_size = static_cast<int>(values.integer("force.leaf_size"));
+  fmm.domain_tolerance = values.number("force.domain_tolerance");
   fmm.opening = parse_opening_criterion(values.string("force.mac"));
   fmm.tolerance = values.number("force.tolerance");
   fmm.estimate_theta = values.number("force.estimate_theta");

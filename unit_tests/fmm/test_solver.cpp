@@ -378,6 +378,7 @@ TEST_F(SolverTest, InputOrderCallsKeepTheCostWeightsAligned) {
   auto const particles = make(ICKind::GaussianClumps, 20000);
   FMMConfig config;
   config.leaf_size = 16;  // fine cells, so that the rank boundaries can follow the weights
+  config.domain_tolerance = 0;  // new domains from the weights at every call
   ForceSolver solver(world, config);
   solver.collect_statistics(true);
   ScalarView<double> pot;

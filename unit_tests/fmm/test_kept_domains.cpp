@@ -1,0 +1,100 @@
+// Domains kept between evaluations (FMMConfig::domain_tolerance): while the previous splitters
+// balance the cost they stay and only particles that crossed a boundary move; forces are the
+// same bits as with new domains at every evaluation, and a load that no longer balances gets
+// new domains.
+#include <kfmm/comm/initial_conditions.hpp>
+#include <kfmm/fmm/solver.hpp>
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace {
+
+using namespace kfmm;
+
+class KeptDomainsTest : public testing::Test {
+ protected:
+  Context world;
+
+  Particles<MemorySpace> make(std::uint64_t n) {
+    ICOptions options;
+    options.kind = ICKind::GaussianClumps;
+    options.n_total = n;
+    options.seed = 5;
+    return to_device(make_initial_conditions(world, options));
+  }
+
+  // Results of `a` and `b` on `particles` (input order), compared bit for bit.
+  void expect_same_forces(ForceSolver& a, ForceSolver& b, Particles<MemorySpace> const& particles,
+                          std::string const& when) {
+    ScalarView<double> pa, pb;
+    Vec3View<double> aa, ab;
+    a.compute_in_input_order(particles, pa, aa);
+    b.compute_in_input_order(particles, pb, ab);
+    auto const p = Kokkos::create_mirror_view_and_copy(HostSpace(), pa);
+    auto const q = Kokkos::create_mirror_view_and_copy(HostSpace(), pb);
+    auto const x = Kokkos::create_mirror_view_and_copy(HostSpace(), aa);
+    auto const y = Kokkos::create_mirror_view_and_copy(HostSpace(), ab);
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < particles.num; ++i)
+      differ += p(i) != q(i) || x(i, 0) != y(i, 0) || x(i, 1) != y(i, 1) || x(i, 2) != y(i, 2);
+    EXPECT_EQ(differ, 0u) << when << ", rank " << world.rank();
+  }
+
+  // Moves every particle by dt × its velocity (some cross the domain boundaries).
+  static void drift(Particles<MemorySpace>& particles, double dt) {
+    auto const pos = particles.pos;
+    auto const vel = particles.vel;
+    Kokkos::parallel_for(
+        "test::drift", Kokkos::RangePolicy<ExecutionSpace>(0, particles.num), KOKKOS_LAMBDA(std::size_t i) {
+          for (int d = 0; d < 3; ++d) pos(i, d) += dt * vel(i, d);
+        });
+  }
+};
+
+TEST_F(KeptDomainsTest, KeptDomainsGiveTheSameForcesAsNewOnes) {
+  auto particles = make(6000);
+  FMMConfig keep, renew;
+  keep.domain_tolerance = 1.0;  // generous: the domains are kept after the first evaluation
+  renew.domain_tolerance = 0;
+  ForceSolver a(world, keep), b(world, renew);
+  for (int step = 0; step < 4; ++step) {
+    expect_same_forces(a, b, particles, "step " + std::to_string(step));
+    EXPECT_FALSE(b.stats().domains_kept);
+    EXPECT_EQ(a.stats().domains_kept, world.size() > 1 && step > 0) << "step " << step;
+    drift(particles, 0.05);
+  }
+}
+
+TEST_F(KeptDomainsTest, ALoadThatNoLongerBalancesGetsNewDomains) {
+  if (world.size() == 1) GTEST_SKIP() << "one rank has one domain";
+  auto particles = make(6000);
+  FMMConfig keep, renew;
+  keep.domain_tolerance = 0.2;
+  renew.domain_tolerance = 0;
+  ForceSolver a(world, keep), b(world, renew);
+  expect_same_forces(a, b, particles, "first evaluation");
+  // Every other particle onto one point: whoever owns that point would hold about half of all.
+  auto const pos = particles.pos;
+  Kokkos::parallel_for(
+      "test::gather", Kokkos::RangePolicy<ExecutionSpace>(0, particles.num), KOKKOS_LAMBDA(std::size_t i) {
+        if (i % 2 == 0)
+          for (int d = 0; d < 3; ++d) pos(i, d) = 0.125 * (d + 1);
+      });
+  expect_same_forces(a, b, particles, "after the gathering");
+  EXPECT_FALSE(a.stats().domains_kept);
+}
+
+TEST_F(KeptDomainsTest, ToleranceOutsideItsRangeIsNamed) {
+  FMMConfig config;
+  config.domain_tolerance = -0.1;
+  try {
+    ForceSolver solver(world, config);
+    ADD_FAILURE() << "no error";
+  } catch (Error const& e) {
+    EXPECT_NE(std::string(e.what()).find("domain_tolerance = -0.1 is outside [0, 10]"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
