@@ -69,7 +69,7 @@ TEST(RunFileExternal, MilkyWayNeedsAstroUnits) {
 
 TEST(RunFileExternal, BadEntriesNameTheKeyTheValueAndTheLimit) {
   expect_contains(error_of("external:\n  - {kind: isochrone, mass: 1}\n"),
-                  {"bad.yaml' line 2", "external entry 1", "unknown kind 'isochrone'", "hernquist"});
+                  {"bad.yaml' line 2", "external entry 1", "'kind' = 'isochrone' is not one of", "hernquist"});
   expect_contains(error_of("external:\n  - {kind: hernquist, mass: -1, a: 1}\n"),
                   {"external entry 1", "'mass' = -1 is out of range", "must be > 0"});
   expect_contains(error_of("external:\n  - {kind: plummer, mass: 1, b: 1}\n  - {kind: plummer, mass: 1, b: 0}\n"),
