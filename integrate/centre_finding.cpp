@@ -35,10 +35,10 @@ void CentreFinding::validate() const {
 
 namespace {
 
-using Range = Kokkos::RangePolicy<ExecutionSpace>;
+using CentreRange = Kokkos::RangePolicy<ExecutionSpace>;
 
 /// Particles per block of the sphere sums (serial inside, blocks in order: thread-count independent).
-constexpr std::size_t block_size = 1024;
+constexpr std::size_t sphere_block_size = 1024;
 /// Columns of a sphere sum: mass, m·x (3), count.
 constexpr int sphere_columns = 5;
 
@@ -46,7 +46,7 @@ constexpr int sphere_columns = 5;
 std::array<double, sphere_columns> sphere_sums(Context const& context, Particles<MemorySpace> const& particles,
                                                std::array<double, 3> const& c, double radius) {
   std::size_t const n = particles.num;
-  std::size_t const blocks = (n + block_size - 1) / block_size;
+  std::size_t const blocks = (n + sphere_block_size - 1) / sphere_block_size;
   Kokkos::View<double**, Kokkos::LayoutRight, MemorySpace> block_sums("kfmm::integrate::centre::sphere_blocks", blocks,
                                                                        sphere_columns);
   auto pos = particles.pos;
@@ -55,10 +55,10 @@ std::array<double, sphere_columns> sphere_sums(Context const& context, Particles
   double const r2_max = radius * radius;
   bool const everything = std::isinf(radius);
   Kokkos::parallel_for(
-      "kfmm::integrate::centre::sphere_sums", Range(0, blocks), KOKKOS_LAMBDA(std::size_t b) {
+      "kfmm::integrate::centre::sphere_sums", CentreRange(0, blocks), KOKKOS_LAMBDA(std::size_t b) {
         double s[sphere_columns] = {};
-        std::size_t const end = (b + 1) * block_size < n ? (b + 1) * block_size : n;
-        for (std::size_t i = b * block_size; i < end; ++i) {
+        std::size_t const end = (b + 1) * sphere_block_size < n ? (b + 1) * sphere_block_size : n;
+        for (std::size_t i = b * sphere_block_size; i < end; ++i) {
           double const dx = pos(i, 0) - cx, dy = pos(i, 1) - cy, dz = pos(i, 2) - cz;
           if (!everything && !(dx * dx + dy * dy + dz * dz < r2_max)) continue;
           double const m = mass(i);
@@ -91,7 +91,7 @@ double largest_distance(Context const& context, Particles<MemorySpace> const& pa
   double const cx = c[0], cy = c[1], cz = c[2];
   double local = 0;
   Kokkos::parallel_reduce(
-      "kfmm::integrate::centre::largest_distance", Range(0, particles.num),
+      "kfmm::integrate::centre::largest_distance", CentreRange(0, particles.num),
       KOKKOS_LAMBDA(std::size_t i, double& largest) {
         double const dx = pos(i, 0) - cx, dy = pos(i, 1) - cy, dz = pos(i, 2) - cz;
         double const r2 = dx * dx + dy * dy + dz * dz;
@@ -112,7 +112,7 @@ PotentialMinimum potential_minimum_centre(Context const& context, Particles<Memo
   auto pos = particles.pos;
   double lowest = std::numeric_limits<double>::infinity();
   Kokkos::parallel_reduce(
-      "kfmm::integrate::centre::lowest_potential", Range(0, n),
+      "kfmm::integrate::centre::lowest_potential", CentreRange(0, n),
       KOKKOS_LAMBDA(std::size_t i, double& low) {
         if (potential(i) < low) low = potential(i);
       },
@@ -121,14 +121,14 @@ PotentialMinimum potential_minimum_centre(Context const& context, Particles<Memo
   // finds the same particle.
   std::uint64_t lowest_id = std::numeric_limits<std::uint64_t>::max();
   Kokkos::parallel_reduce(
-      "kfmm::integrate::centre::lowest_id", Range(0, n),
+      "kfmm::integrate::centre::lowest_id", CentreRange(0, n),
       KOKKOS_LAMBDA(std::size_t i, std::uint64_t& low) {
         if (potential(i) == lowest && id(i) < low) low = id(i);
       },
       Kokkos::Min<std::uint64_t>(lowest_id));
   std::size_t index = n;
   Kokkos::parallel_reduce(
-      "kfmm::integrate::centre::lowest_index", Range(0, n),
+      "kfmm::integrate::centre::lowest_index", CentreRange(0, n),
       KOKKOS_LAMBDA(std::size_t i, std::size_t& low) {
         if (potential(i) == lowest && id(i) == lowest_id && i < low) low = i;
       },
@@ -138,7 +138,7 @@ PotentialMinimum potential_minimum_centre(Context const& context, Particles<Memo
   if (record[0] > 0) {
     Kokkos::View<double[3], MemorySpace> where("kfmm::integrate::centre::where");
     Kokkos::parallel_for(
-        "kfmm::integrate::centre::copy_position", Range(0, 1), KOKKOS_LAMBDA(int) {
+        "kfmm::integrate::centre::copy_position", CentreRange(0, 1), KOKKOS_LAMBDA(int) {
           for (int d = 0; d < 3; ++d) where(d) = pos(index, d);
         });
     Kokkos::View<double[3], HostSpace> host("kfmm::integrate::centre::where_host");

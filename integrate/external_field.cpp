@@ -11,13 +11,13 @@ namespace {
 
 /// Particles per block of the reaction sums: summed serially inside a block and in block order
 /// afterwards, so the sums do not depend on the thread count.
-constexpr std::size_t block_size = 1024;
+constexpr std::size_t reaction_block_size = 1024;
 
-using PotentialView = Kokkos::View<ExternalPotential*, MemorySpace>;
+using ExternalPotentialView = Kokkos::View<ExternalPotential*, MemorySpace>;
 
 /// The placed potentials in device memory.
-PotentialView to_device(std::vector<ExternalPotential> const& placed) {
-  PotentialView device("kfmm::integrate::external::potentials", placed.size());
+ExternalPotentialView potentials_to_device(std::vector<ExternalPotential> const& placed) {
+  ExternalPotentialView device("kfmm::integrate::external::potentials", placed.size());
   Kokkos::View<ExternalPotential*, HostSpace> host("kfmm::integrate::external::potentials_host", placed.size());
   for (std::size_t k = 0; k < placed.size(); ++k) host(k) = placed[k];
   copy_contiguous(ExecutionSpace(), device, host);
@@ -110,7 +110,7 @@ void ExternalField::apply(Context const& context, double time, double G, std::ve
         Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::integrate::external::potential"), particles.capacity());
   if (acceleration.extent(0) < n)
     fail("external field: the acceleration View holds {} particles, fewer than the {} given", acceleration.extent(0), n);
-  auto const device_terms = to_device(terms);
+  auto const device_terms = potentials_to_device(terms);
   int const count = static_cast<int>(terms.size());
   auto pos = particles.pos;
   auto acc = acceleration;
@@ -133,7 +133,7 @@ void ExternalField::apply(Context const& context, double time, double G, std::ve
   if (integrated == 0) return;
 
   // The particles' reaction: Σ m_i a_k(x_i − c_k) for each integrated k, in fixed blocks.
-  std::size_t const blocks = (n + block_size - 1) / block_size;
+  std::size_t const blocks = (n + reaction_block_size - 1) / reaction_block_size;
   int const columns = 3 * integrated;
   Kokkos::View<double**, Kokkos::LayoutRight, MemorySpace> block_sums("kfmm::integrate::external::reaction_blocks",
                                                                        blocks, columns);
@@ -142,8 +142,8 @@ void ExternalField::apply(Context const& context, double time, double G, std::ve
       "kfmm::integrate::external::reaction", Kokkos::RangePolicy<ExecutionSpace>(0, blocks),
       KOKKOS_LAMBDA(std::size_t b) {
         double s[3 * max_integrated_centres] = {};
-        std::size_t const end = (b + 1) * block_size < n ? (b + 1) * block_size : n;
-        for (std::size_t i = b * block_size; i < end; ++i) {
+        std::size_t const end = (b + 1) * reaction_block_size < n ? (b + 1) * reaction_block_size : n;
+        for (std::size_t i = b * reaction_block_size; i < end; ++i) {
           int j = 0;
           for (int k = 0; k < count; ++k) {
             ExternalPotential const& p = device_terms(k);

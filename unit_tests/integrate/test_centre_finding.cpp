@@ -1,5 +1,5 @@
-// Centre finding on a Plummer sphere offset from the origin in a uniform background: both
-// centres recover the offset, and the distributed answers equal the one-rank answers.
+// Centre finding on a Plummer sphere sphere_offset from the origin in a uniform background: both
+// centres recover the sphere_offset, and the distributed answers equal the one-rank answers.
 #include <kfmm/fmm/direct.hpp>
 #include <kfmm/integrate/centre_finding.hpp>
 
@@ -11,9 +11,9 @@
 
 namespace {
 
-constexpr double offset[3] = {3.0, -2.0, 1.5};
+constexpr double sphere_offset[3] = {3.0, -2.0, 1.5};
 
-/// 3000 Plummer particles (b = 1, r < 10) around `offset` and 1500 uniform in a cube of side 30
+/// 3000 Plummer particles (b = 1, r < 10) around `sphere_offset` and 1500 uniform in a cube of side 30
 /// around the origin; particle i is on rank i % ranks (all on one rank for a self context).
 kfmm::Particles<kfmm::MemorySpace> sphere_in_background(kfmm::Context const& context) {
   std::mt19937_64 random(12345);
@@ -28,9 +28,9 @@ kfmm::Particles<kfmm::MemorySpace> sphere_in_background(kfmm::Context const& con
       do r = 1 / std::sqrt(std::pow(uniform(random), -2.0 / 3.0) - 1);
       while (r > 10);
       double const z = 2 * uniform(random) - 1, phi = 2 * M_PI * uniform(random), s = std::sqrt(1 - z * z);
-      x[0] = offset[0] + r * s * std::cos(phi);
-      x[1] = offset[1] + r * s * std::sin(phi);
-      x[2] = offset[2] + r * z;
+      x[0] = sphere_offset[0] + r * s * std::cos(phi);
+      x[1] = sphere_offset[1] + r * s * std::sin(phi);
+      x[2] = sphere_offset[2] + r * z;
     } else {
       for (double& c : x) c = 30 * uniform(random) - 15;
     }
@@ -51,7 +51,7 @@ struct Centres {
   kfmm::ShrinkingSpheres spheres;
 };
 
-Centres find(kfmm::Context const& context) {
+Centres find_centres(kfmm::Context const& context) {
   auto const particles = sphere_in_background(context);
   kfmm::ScalarView<double> potential;
   kfmm::Vec3View<double> acceleration;
@@ -62,12 +62,12 @@ Centres find(kfmm::Context const& context) {
 
 TEST(CentreFinding, BothCentresRecoverAnOffsetSphereInABackground) {
   kfmm::Context world;
-  auto const distributed = find(world);
+  auto const distributed = find_centres(world);
   ASSERT_TRUE(distributed.minimum.found);
-  double const com_shift = std::hypot(offset[0], offset[1], offset[2]) * 1500.0 / 4500.0;
+  double const com_shift = std::hypot(sphere_offset[0], sphere_offset[1], sphere_offset[2]) * 1500.0 / 4500.0;
   for (int d = 0; d < 3; ++d) {
-    EXPECT_NEAR(distributed.minimum.position[d], offset[d], 0.15) << d;
-    EXPECT_NEAR(distributed.spheres.centre[d], offset[d], 0.1) << d;
+    EXPECT_NEAR(distributed.minimum.position[d], sphere_offset[d], 0.15) << d;
+    EXPECT_NEAR(distributed.spheres.centre[d], sphere_offset[d], 0.1) << d;
   }
   EXPECT_GE(distributed.spheres.count, 100u);
   EXPECT_GT(distributed.spheres.iterations, 5);
@@ -75,7 +75,7 @@ TEST(CentreFinding, BothCentresRecoverAnOffsetSphereInABackground) {
 
   // The same particles all on one rank: the same particle, and centres equal to round-off.
   kfmm::Context self(MPI_COMM_SELF);
-  auto const alone = find(self);
+  auto const alone = find_centres(self);
   EXPECT_EQ(distributed.minimum.id, alone.minimum.id);
   EXPECT_EQ(distributed.spheres.iterations, alone.spheres.iterations);
   EXPECT_EQ(distributed.spheres.count, alone.spheres.count);

@@ -15,7 +15,7 @@ using kfmm::IntegratorKind;
 using kfmm::SimulationEvent;
 using kfmm::SimulationState;
 
-constexpr double pi = 3.141592653589793;
+constexpr double orbit_pi = 3.141592653589793;
 
 /// Particles given on every rank; rank 0 keeps them all (direct forces keep order and rank).
 kfmm::Particles<kfmm::MemorySpace> on_root(kfmm::Context const& context, std::vector<std::array<double, 7>> const& list) {
@@ -44,17 +44,17 @@ std::array<double, 3> root_position(kfmm::Context const& context, kfmm::Particle
   return x;
 }
 
-struct Run {
+struct OrbitRun {
   double max_energy_error = 0;
   SimulationState state;
 };
 
-Run run(kfmm::Context const& context, kfmm::Particles<kfmm::MemorySpace> particles, kfmm::SimulationConfig config,
+OrbitRun run_in_field(kfmm::Context const& context, kfmm::Particles<kfmm::MemorySpace> particles, kfmm::SimulationConfig config,
         std::vector<double> outputs, long long steps_per_output, double softening = 0.0,
         std::function<void(SimulationState const&)> on_output = {}) {
   config.schedule.output_times = outputs;
   config.schedule.steps_per_output = steps_per_output;
-  Run result;
+  OrbitRun result;
   result.state.particles = particles;
   auto const observer = [&](SimulationEvent event, SimulationState const& state) {
     if (event == SimulationEvent::Step)
@@ -79,7 +79,7 @@ TEST_P(ExternalKepler, OrbitAroundAPointMassHasItsPeriodAndEnergy) {
   config.centres.cadence = kfmm::CentreCadence::None;
   std::vector<std::array<double, 3>> at_outputs;
   auto const particles = on_root(context, {{rp, 0, 0, 0, vp, 0, 1e-3}});
-  auto const result = run(context, particles, config, {pi, 2 * pi}, 1000, 0.0, [&](SimulationState const& state) {
+  auto const result = run_in_field(context, particles, config, {orbit_pi, 2 * orbit_pi}, 1000, 0.0, [&](SimulationState const& state) {
     at_outputs.push_back(root_position(context, state.particles, 0));
   });
   ASSERT_EQ(at_outputs.size(), 3u);  // start, half period, period
@@ -109,9 +109,9 @@ TEST_P(ExternalKepler, OrbitAroundAMovingCentreIsTheSameInItsFrame) {
   auto const c0 = moving.centre_at(0.0);
   auto const particles =
       on_root(context, {{c0[0] + rp, c0[1], c0[2], V[0], V[1] + vp, V[2], 1e-3}});
-  auto const result = run(context, particles, config, {2 * pi}, 1000);
+  auto const result = run_in_field(context, particles, config, {2 * orbit_pi}, 1000);
   auto const x = root_position(context, result.state.particles, 0);
-  auto const c = moving.centre_at(2 * pi);
+  auto const c = moving.centre_at(2 * orbit_pi);
   EXPECT_NEAR(x[0] - c[0], rp, 2e-3);
   EXPECT_NEAR(x[1] - c[1], 0, 5e-3);
   EXPECT_NEAR(x[2] - c[2], 0, 1e-12);
@@ -131,7 +131,7 @@ TEST_P(ExternalKepler, TwoIntegratedCentresOrbitEachOther) {
   b.velocity[1] = -0.5;
   config.external.potentials = {a, b};
   auto const particles = on_root(context, {{1e3, 0, 0, 0, 0, 0, 1e-12}});
-  auto const result = run(context, particles, config, {2 * pi}, 2000);
+  auto const result = run_in_field(context, particles, config, {2 * orbit_pi}, 2000);
   auto const& centres = result.state.centres;
   ASSERT_EQ(centres.size(), 2u);
   EXPECT_NEAR(centres[0].position[0], 0.5, 2e-3);
@@ -168,7 +168,7 @@ TEST_P(ExternalKepler, ParticlesPullOnAnIntegratedCentre) {
   config.external.potentials = {perturber};
   config.centres.cadence = kfmm::CentreCadence::None;
   std::vector<std::array<double, 3>> momentum;  // particles + centre at each output
-  auto const result = run(context, on_root(context, list), config, {2.5, 5.0}, 1000, 0.05, [&](SimulationState const& s) {
+  auto const result = run_in_field(context, on_root(context, list), config, {2.5, 5.0}, 1000, 0.05, [&](SimulationState const& s) {
     std::array<double, 3> p;
     for (int k = 0; k < 3; ++k) p[k] = s.diagnostics.momentum[k] + 0.5 * s.centres.at(0).velocity[k];
     momentum.push_back(p);

@@ -15,7 +15,7 @@ namespace {
 
 using kfmm::ExternalPotential;
 
-constexpr double pi = 3.141592653589793;
+constexpr double nfw_pi = 3.141592653589793;
 
 struct Named {
   std::string name;
@@ -42,7 +42,7 @@ std::vector<Named> all_kinds() {
   return list;
 }
 
-void field(ExternalPotential const& p, double G, double const x[3], double& phi, double a[3]) {
+void field_of(ExternalPotential const& p, double G, double const x[3], double& phi, double a[3]) {
   kfmm::external_field(p, G, x[0] - p.centre[0], x[1] - p.centre[1], x[2] - p.centre[2], phi, a);
 }
 
@@ -54,7 +54,7 @@ TEST(ExternalPotential, AccelerationIsMinusTheGradientOfThePotential) {
     p.validate(name);
     for (auto const& x : points) {
       double phi, a[3];
-      field(p, G, x, phi, a);
+      field_of(p, G, x, phi, a);
       double const scale = std::sqrt(a[0] * a[0] + a[1] * a[1] + a[2] * a[2]);
       for (int d = 0; d < 3; ++d) {
         double const h = 1e-5 * (1 + std::fabs(x[d]));
@@ -62,8 +62,8 @@ TEST(ExternalPotential, AccelerationIsMinusTheGradientOfThePotential) {
         xp[d] += h;
         xm[d] -= h;
         double phi_p, phi_m, unused[3];
-        field(p, G, xp, phi_p, unused);
-        field(p, G, xm, phi_m, unused);
+        field_of(p, G, xp, phi_p, unused);
+        field_of(p, G, xm, phi_m, unused);
         double const gradient = (phi_p - phi_m) / (2 * h);
         EXPECT_NEAR(a[d], -gradient, 1e-6 * scale + 1e-12)
             << name << " at (" << x[0] << ", " << x[1] << ", " << x[2] << ") component " << d;
@@ -92,7 +92,7 @@ TEST(ExternalPotential, CircularVelocitiesMatchTheEnclosedMasses) {
                 1e-13 * G * M / a);
     EXPECT_NEAR(circular_velocity2(kfmm::point_mass_potential(M), G, r), G * M / r, 1e-13 * G * M / r);
     double const rho = 0.3, rs = 1.5, x = r / rs;
-    double const m_nfw = 4 * pi * rho * rs * rs * rs * (std::log(1 + x) - x / (1 + x));
+    double const m_nfw = 4 * nfw_pi * rho * rs * rs * rs * (std::log(1 + x) - x / (1 + x));
     EXPECT_NEAR(circular_velocity2(kfmm::nfw_potential(rho, rs), G, r), G * m_nfw / r,
                 1e-10 * G * m_nfw / r + 1e-15);
     // Miyamoto–Nagai in its plane: v_c² = G M R²/(R² + (a + b)²)^{3/2}.
@@ -113,7 +113,7 @@ TEST(ExternalPotential, NfwCentreIsFiniteAndSmooth) {
   auto const p = kfmm::nfw_potential(0.3, 1.5);
   double phi0, a0[3];
   kfmm::external_field(p, 1.0, 0, 0, 0, phi0, a0);
-  EXPECT_NEAR(phi0, -4 * pi * 0.3 * 1.5 * 1.5, 1e-14);
+  EXPECT_NEAR(phi0, -4 * nfw_pi * 0.3 * 1.5 * 1.5, 1e-14);
   EXPECT_EQ(a0[0], 0);
   // Across the switch between the series and the closed form (r/r_s = 1e-2).
   double phi_in, phi_out, a_in[3], a_out[3];
