@@ -21,6 +21,7 @@ ExternalPotentialView potentials_to_device(std::vector<ExternalPotential> const&
   Kokkos::View<ExternalPotential*, HostSpace> host("kfmm::integrate::external::potentials_host", placed.size());
   for (std::size_t k = 0; k < placed.size(); ++k) host(k) = placed[k];
   copy_contiguous(ExecutionSpace(), device, host);
+  ExecutionSpace().fence();  // `host` is freed on return
   return device;
 }
 
