@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
 namespace kfmm {
@@ -42,11 +43,15 @@ constexpr std::size_t sphere_block_size = 1024;
 /// Columns of a sphere sum: mass, m·x (3), count.
 constexpr int sphere_columns = 5;
 
-/// Σ over all ranks of (m, m x, count) of the particles with |x − c| < radius (all: radius = ∞).
+using IndexView = Kokkos::View<std::size_t*, MemorySpace>;
+
+/// Σ over all ranks of (m, m x, count) of the candidates `[0, m)` (indices into the particles)
+/// with |x − c| < radius (all of them: radius = ∞); `local_count` gets this rank's count.
 std::array<double, sphere_columns> sphere_sums(Context const& context, Particles<MemorySpace> const& particles,
-                                               std::array<double, 3> const& c, double radius) {
-  std::size_t const n = particles.num;
-  std::size_t const blocks = (n + sphere_block_size - 1) / sphere_block_size;
+                                               IndexView const& candidates, std::size_t m,
+                                               std::array<double, 3> const& c, double radius,
+                                               double& local_count) {
+  std::size_t const blocks = (m + sphere_block_size - 1) / sphere_block_size;
   Kokkos::View<double**, Kokkos::LayoutRight, MemorySpace> block_sums("kfmm::integrate::centre::sphere_blocks", blocks,
                                                                        sphere_columns);
   auto pos = particles.pos;
@@ -57,15 +62,16 @@ std::array<double, sphere_columns> sphere_sums(Context const& context, Particles
   Kokkos::parallel_for(
       "kfmm::integrate::centre::sphere_sums", CentreRange(0, blocks), KOKKOS_LAMBDA(std::size_t b) {
         double s[sphere_columns] = {};
-        std::size_t const end = (b + 1) * sphere_block_size < n ? (b + 1) * sphere_block_size : n;
-        for (std::size_t i = b * sphere_block_size; i < end; ++i) {
+        std::size_t const end = (b + 1) * sphere_block_size < m ? (b + 1) * sphere_block_size : m;
+        for (std::size_t j = b * sphere_block_size; j < end; ++j) {
+          std::size_t const i = candidates(j);
           double const dx = pos(i, 0) - cx, dy = pos(i, 1) - cy, dz = pos(i, 2) - cz;
           if (!everything && !(dx * dx + dy * dy + dz * dz < r2_max)) continue;
-          double const m = mass(i);
-          s[0] += m;
-          s[1] += m * pos(i, 0);
-          s[2] += m * pos(i, 1);
-          s[3] += m * pos(i, 2);
+          double const w = mass(i);
+          s[0] += w;
+          s[1] += w * pos(i, 0);
+          s[2] += w * pos(i, 1);
+          s[3] += w * pos(i, 2);
           s[4] += 1;
         }
         for (int k = 0; k < sphere_columns; ++k) block_sums(b, k) = s[k];
@@ -77,12 +83,35 @@ std::array<double, sphere_columns> sphere_sums(Context const& context, Particles
   double local[sphere_columns] = {};
   for (std::size_t b = 0; b < blocks; ++b)
     for (int k = 0; k < sphere_columns; ++k) local[k] += host(b, k);
+  local_count = local[4];
   std::vector<double> all(static_cast<std::size_t>(sphere_columns) * context.size());
   MPI_Allgather(local, sphere_columns, MPI_DOUBLE, all.data(), sphere_columns, MPI_DOUBLE, context.comm());
   std::array<double, sphere_columns> total{};
   for (int r = 0; r < context.size(); ++r)
     for (int k = 0; k < sphere_columns; ++k) total[k] += all[static_cast<std::size_t>(r) * sphere_columns + k];
   return total;
+}
+
+/// Keeps the candidates `[0, m)` of `from` inside the sphere (c, radius), in order, in `to`;
+/// returns their number.
+std::size_t keep_inside(Particles<MemorySpace> const& particles, IndexView const& from, std::size_t m,
+                        IndexView const& to, std::array<double, 3> const& c, double radius) {
+  auto pos = particles.pos;
+  double const cx = c[0], cy = c[1], cz = c[2];
+  double const r2_max = radius * radius;
+  std::size_t kept = 0;
+  Kokkos::parallel_scan(
+      "kfmm::integrate::centre::keep_inside", CentreRange(0, m),
+      KOKKOS_LAMBDA(std::size_t j, std::size_t & offset, bool final) {
+        std::size_t const i = from(j);
+        double const dx = pos(i, 0) - cx, dy = pos(i, 1) - cy, dz = pos(i, 2) - cz;
+        if (dx * dx + dy * dy + dz * dz < r2_max) {
+          if (final) to(offset) = i;
+          offset += 1;
+        }
+      },
+      kept);
+  return kept;
 }
 
 /// Largest |x − c| over all ranks (a maximum is exact: no order dependence).
@@ -171,7 +200,17 @@ ShrinkingSpheres shrinking_spheres_centre(Context const& context, Particles<Memo
   settings.min_particles = min_particles;
   settings.validate();
   ShrinkingSpheres result;
-  auto const all = sphere_sums(context, particles, {0, 0, 0}, std::numeric_limits<double>::infinity());
+  std::size_t const n = particles.num;
+  // Candidates: the particles of the latest sphere (Power et al. consider only those), so an
+  // iteration costs the particles of the previous sphere rather than all of them.
+  IndexView candidates(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::integrate::centre::candidates"), n);
+  IndexView next(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::integrate::centre::next_candidates"), n);
+  Kokkos::parallel_for(
+      "kfmm::integrate::centre::all_candidates", CentreRange(0, n), KOKKOS_LAMBDA(std::size_t i) { candidates(i) = i; });
+  std::size_t m = n;
+  double local_count = 0;
+  auto const all = sphere_sums(context, particles, candidates, m, {0, 0, 0}, std::numeric_limits<double>::infinity(),
+                               local_count);
   if (!(all[0] > 0)) return result;
   result.centre = {all[1] / all[0], all[2] / all[0], all[3] / all[0]};
   result.count = static_cast<std::uint64_t>(all[4]);
@@ -181,8 +220,12 @@ ShrinkingSpheres shrinking_spheres_centre(Context const& context, Particles<Memo
   for (int iteration = 0; iteration < 100000; ++iteration) {
     double const radius = result.radius * shrink_factor;
     if (!(radius > 0)) break;
-    auto const inside = sphere_sums(context, particles, result.centre, radius);
+    auto const inside = sphere_sums(context, particles, candidates, m, result.centre, radius, local_count);
     if (inside[4] < static_cast<double>(min_particles) || !(inside[0] > 0)) break;
+    // Every iteration: the candidates must be exactly the particles inside every sphere so far,
+    // whatever the rank count (a rank-local shortcut would change the sums).
+    m = keep_inside(particles, candidates, m, next, result.centre, radius);
+    std::swap(candidates, next);
     result.centre = {inside[1] / inside[0], inside[2] / inside[0], inside[3] / inside[0]};
     result.radius = radius;
     result.count = static_cast<std::uint64_t>(inside[4]);

@@ -55,7 +55,8 @@ struct ShrinkingSpheres {
 
 /// \brief Power et al. (2003): start from the centre of mass of all particles and the radius
 /// that holds them all; repeatedly shrink the radius by `shrink_factor` and move the centre to
-/// the centre of mass of the particles inside; stop when the next sphere would hold fewer than
+/// the centre of mass of the particles inside, considering only the particles of the previous
+/// sphere (as Power et al. do); stop when the next sphere would hold fewer than
 /// `min_particles` (the result is the centre of the last sphere that held enough). Sums run
 /// over fixed blocks and then over the ranks in rank order (thread-count independent; other
 /// rank counts agree to round-off). Collective.
