@@ -46,11 +46,10 @@ constexpr int sphere_columns = 5;
 using IndexView = Kokkos::View<std::size_t*, MemorySpace>;
 
 /// Σ over all ranks of (m, m x, count) of the candidates `[0, m)` (indices into the particles)
-/// with |x − c| < radius (all of them: radius = ∞); `local_count` gets this rank's count.
+/// with |x − c| < radius (all of them: radius = ∞).
 std::array<double, sphere_columns> sphere_sums(Context const& context, Particles<MemorySpace> const& particles,
                                                IndexView const& candidates, std::size_t m,
-                                               std::array<double, 3> const& c, double radius,
-                                               double& local_count) {
+                                               std::array<double, 3> const& c, double radius) {
   std::size_t const blocks = (m + sphere_block_size - 1) / sphere_block_size;
   Kokkos::View<double**, Kokkos::LayoutRight, MemorySpace> block_sums("kfmm::integrate::centre::sphere_blocks", blocks,
                                                                        sphere_columns);
@@ -83,7 +82,6 @@ std::array<double, sphere_columns> sphere_sums(Context const& context, Particles
   double local[sphere_columns] = {};
   for (std::size_t b = 0; b < blocks; ++b)
     for (int k = 0; k < sphere_columns; ++k) local[k] += host(b, k);
-  local_count = local[4];
   std::vector<double> all(static_cast<std::size_t>(sphere_columns) * context.size());
   MPI_Allgather(local, sphere_columns, MPI_DOUBLE, all.data(), sphere_columns, MPI_DOUBLE, context.comm());
   std::array<double, sphere_columns> total{};
@@ -208,9 +206,7 @@ ShrinkingSpheres shrinking_spheres_centre(Context const& context, Particles<Memo
   Kokkos::parallel_for(
       "kfmm::integrate::centre::all_candidates", CentreRange(0, n), KOKKOS_LAMBDA(std::size_t i) { candidates(i) = i; });
   std::size_t m = n;
-  double local_count = 0;
-  auto const all = sphere_sums(context, particles, candidates, m, {0, 0, 0}, std::numeric_limits<double>::infinity(),
-                               local_count);
+  auto const all = sphere_sums(context, particles, candidates, m, {0, 0, 0}, std::numeric_limits<double>::infinity());
   if (!(all[0] > 0)) return result;
   result.centre = {all[1] / all[0], all[2] / all[0], all[3] / all[0]};
   result.count = static_cast<std::uint64_t>(all[4]);
@@ -220,7 +216,7 @@ ShrinkingSpheres shrinking_spheres_centre(Context const& context, Particles<Memo
   for (int iteration = 0; iteration < 100000; ++iteration) {
     double const radius = result.radius * shrink_factor;
     if (!(radius > 0)) break;
-    auto const inside = sphere_sums(context, particles, candidates, m, result.centre, radius, local_count);
+    auto const inside = sphere_sums(context, particles, candidates, m, result.centre, radius);
     if (inside[4] < static_cast<double>(min_particles) || !(inside[0] > 0)) break;
     // Every iteration: the candidates must be exactly the particles inside every sphere so far,
     // whatever the rank count (a rank-local shortcut would change the sums).
