@@ -62,6 +62,12 @@ Observer snapshot_observer(Context const& context, RunSettings const& settings) 
     fields.potential = ScalarView<double, HostSpace>("kfmm::app::run::potential", host.num);
     fields.acceleration = Vec3View<double, HostSpace>("kfmm::app::run::acceleration", host.num);
     Kokkos::deep_copy(fields.potential, Kokkos::subview(state.potential, valid));
+    // GADGET-4's convention: with an external field the stored potential is the total one.
+    if (!settings.simulation.external.empty()) {
+      ScalarView<double, HostSpace> external("kfmm::app::run::external_potential", host.num);
+      Kokkos::deep_copy(external, Kokkos::subview(state.external_potential, valid));
+      for (std::size_t i = 0; i < host.num; ++i) fields.potential(i) += external(i);
+    }
     Kokkos::deep_copy(fields.acceleration, Kokkos::subview(state.acceleration, valid, Kokkos::ALL));
     auto const& options = settings.snapshot_options;
     std::string const path = snapshot_path(output.directory, state.output_number(), options.layout);

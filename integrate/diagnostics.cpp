@@ -19,9 +19,9 @@ namespace kfmm {
 
 namespace {
 
-// Columns of the per-block sums: mass, 2K, mφ, momentum (3), angular momentum (3), m·x (3);
-// the per-rank record adds max |a|² as column 12.
-constexpr int block_columns = 12;
+// Columns of the per-block sums: mass, 2K, mφ, momentum (3), angular momentum (3), m·x (3),
+// mφ_ext; the per-rank record adds max |a|² as column 13.
+constexpr int block_columns = 13;
 constexpr int sum_columns = block_columns + 1;
 // Particles per block: blocks are summed serially inside and in order between, which makes the
 // result independent of the thread count.
@@ -30,7 +30,8 @@ constexpr std::size_t block_size = 1024;
 }  // namespace
 
 Diagnostics measure(Context const& context, Particles<MemorySpace> const& particles,
-                    ScalarView<double> const& potential, Vec3View<double> const& acceleration, double kick) {
+                    ScalarView<double> const& potential, Vec3View<double> const& acceleration, double kick,
+                    ScalarView<double> const& external_potential) {
   std::size_t const n = particles.num;
   std::size_t const blocks = (n + block_size - 1) / block_size;
   Kokkos::View<double**, Kokkos::LayoutRight, MemorySpace> block_sums("kfmm::integrate::diagnostics::block_sums",
@@ -38,6 +39,10 @@ Diagnostics measure(Context const& context, Particles<MemorySpace> const& partic
   auto pos = particles.pos;
   auto vel = particles.vel;
   auto mass = particles.mass;
+  bool const external = external_potential.extent(0) > 0;
+  if (external && external_potential.extent(0) < n)
+    fail("measure: the external potential View holds {} particles, fewer than the {} given",
+         external_potential.extent(0), n);
   Kokkos::parallel_for(
       "kfmm::integrate::diagnostics::blocks", Kokkos::RangePolicy<ExecutionSpace>(0, blocks),
       KOKKOS_LAMBDA(std::size_t b) {
@@ -58,6 +63,7 @@ Diagnostics measure(Context const& context, Particles<MemorySpace> const& partic
           s[7] += m * (x[2] * v[0] - x[0] * v[2]);
           s[8] += m * (x[0] * v[1] - x[1] * v[0]);
           for (int d = 0; d < 3; ++d) s[9 + d] += m * x[d];
+          if (external) s[12] += m * external_potential(i);
         }
         for (int c = 0; c < block_columns; ++c) block_sums(b, c) = s[c];
       });
@@ -92,7 +98,8 @@ Diagnostics measure(Context const& context, Particles<MemorySpace> const& partic
   diagnostics.mass = total[0];
   diagnostics.kinetic = 0.5 * total[1];
   diagnostics.potential = 0.5 * total[2];
-  diagnostics.total = diagnostics.kinetic + diagnostics.potential;
+  diagnostics.external = total[12];
+  diagnostics.total = diagnostics.kinetic + diagnostics.potential + diagnostics.external;
   for (int d = 0; d < 3; ++d) {
     diagnostics.momentum[d] = total[3 + d];
     diagnostics.angular_momentum[d] = total[6 + d];
@@ -103,7 +110,9 @@ Diagnostics measure(Context const& context, Particles<MemorySpace> const& partic
 }
 
 std::string DiagnosticsLog::header() {
-  return "step,time,dt,kinetic,potential,total,energy_error,px,py,pz,Lx,Ly,Lz,com_x,com_y,com_z,max_acceleration";
+  return "step,time,dt,kinetic,potential,total,energy_error,px,py,pz,Lx,Ly,Lz,com_x,com_y,com_z,max_acceleration,"
+         "external_potential,centres_energy,centre_min_x,centre_min_y,centre_min_z,centre_spheres_x,centre_spheres_y,"
+         "centre_spheres_z";
 }
 
 namespace {
@@ -166,10 +175,18 @@ DiagnosticsLog::~DiagnosticsLog() {
 void DiagnosticsLog::write(long long step, double dt, Diagnostics const& d) {
   if (!file_) return;
   fmt::print(file_, "{},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},"
-                    "{:.17g},{:.17g},{:.17g},{:.17g}\n",
+                    "{:.17g},{:.17g},{:.17g},{:.17g}",
              step, d.time, dt, d.kinetic, d.potential, d.total, d.energy_error, d.momentum[0], d.momentum[1],
              d.momentum[2], d.angular_momentum[0], d.angular_momentum[1], d.angular_momentum[2], d.centre_of_mass[0],
              d.centre_of_mass[1], d.centre_of_mass[2], d.max_acceleration);
+  // The centres only on the rows they were found for; the other rows leave the columns empty.
+  fmt::print(file_, ",{:.17g},{:.17g}", d.external, d.centres);
+  if (d.has_centres)
+    fmt::print(file_, ",{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g}\n", d.centre_potential_minimum[0],
+               d.centre_potential_minimum[1], d.centre_potential_minimum[2], d.centre_shrinking_spheres[0],
+               d.centre_shrinking_spheres[1], d.centre_shrinking_spheres[2]);
+  else
+    fmt::print(file_, ",,,,,,\n");
   std::fflush(file_);
   fault_injection::point("diagnostics.row");
 }

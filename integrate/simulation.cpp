@@ -20,6 +20,12 @@ void SimulationConfig::validate() const {
          "step",
          fmm.softening_length);
   if (output.restart_every < 0) fail("restart cadence {} must be ≥ 0 steps", output.restart_every);
+  external.validate();
+  centres.validate();
+  if (integrator == IntegratorKind::LatticeDKD && external.integrated_count() > 0)
+    fail("{} external potentials have integrated centres, which lattice_dkd cannot keep on its lattice (they would "
+         "break its exact reversibility); use dkd or kdk, or move the centres on lines (centre_motion: linear)",
+         external.integrated_count());
 }
 
 Observer combine(std::vector<Observer> observers) {
@@ -51,8 +57,9 @@ class Stepper {
     state_.dt = 0;
     state_.next_output = 0;
     state_.step_in_interval = 0;
-    compute_forces();
-    measure_now(0.0, state_.time);
+    state_.centres = config_.external.initial_centres();
+    compute_forces(state_.time);
+    measure_now(0.0, state_.time, config_.centres.cadence != CentreCadence::None);
     state_.initial_energy = state_.diagnostics.total;
     state_.diagnostics.energy_error = 0;
     state_.started = true;
@@ -73,32 +80,44 @@ class Stepper {
     double const t1 = schedule.step_end(state_.next_output, state_.step_in_interval, t0, adaptive_dt);
     double const dt = schedule.step_length(state_.next_output, t0, t1);
     auto& particles = state_.particles;
+    auto& centres = state_.centres;
+    bool const output = t1 == schedule.output_times[state_.next_output];
+    bool const every_step = config_.centres.cadence == CentreCadence::Step;
+    bool const at_output = output && config_.centres.cadence != CentreCadence::None;
     switch (config_.integrator) {
       case IntegratorKind::DKD:
-        timed_integration([&] { drift(particles, 0.5 * dt); });
-        compute_forces();
         timed_integration([&] {
-          measure_now(0.5 * dt, t0 + 0.5 * dt);
-          kick(particles, state_.acceleration, dt);
           drift(particles, 0.5 * dt);
+          drift_centres(centres, 0.5 * dt);
+        });
+        compute_forces(t0 + 0.5 * dt);
+        timed_integration([&] {
+          measure_now(0.5 * dt, t0 + 0.5 * dt, every_step && !output);
+          kick(particles, state_.acceleration, dt);
+          kick_centres(centres, dt);
+          drift(particles, 0.5 * dt);
+          drift_centres(centres, 0.5 * dt);
         });
         break;
       case IntegratorKind::KDK:
         timed_integration([&] {
           kick(particles, state_.acceleration, 0.5 * dt);
+          kick_centres(centres, 0.5 * dt);
           drift(particles, dt);
+          drift_centres(centres, dt);
         });
-        compute_forces();
+        compute_forces(t1);
         timed_integration([&] {
           kick(particles, state_.acceleration, 0.5 * dt);
-          measure_now(0.0, t1);
+          kick_centres(centres, 0.5 * dt);
+          measure_now(0.0, t1, every_step || at_output);
         });
         break;
-      case IntegratorKind::LatticeDKD:
+      case IntegratorKind::LatticeDKD:  // no integrated centres (validate())
         timed_integration([&] { check_lattice_range(lattice_drift(particles, config_.lattice, dt)); });
-        compute_forces();
+        compute_forces(t0 + 0.5 * dt);
         timed_integration([&] {
-          measure_now(0.5 * dt, t0 + 0.5 * dt);
+          measure_now(0.5 * dt, t0 + 0.5 * dt, every_step && !output);
           lattice_kick(particles, state_.acceleration, config_.lattice, dt);
           check_lattice_range(lattice_drift(particles, config_.lattice, dt));
         });
@@ -108,11 +127,10 @@ class Stepper {
     state_.dt = dt;
     ++state_.step;
     ++state_.step_in_interval;
-    bool const output = t1 == schedule.output_times[state_.next_output];
     if (output) {
       if (config_.integrator != IntegratorKind::KDK) {
-        compute_forces();
-        timed_integration([&] { measure_now(0.0, t1); });
+        compute_forces(t1);
+        timed_integration([&] { measure_now(0.0, t1, at_output); });
       }
       ++state_.next_output;
       state_.step_in_interval = 0;
@@ -134,10 +152,16 @@ class Stepper {
   }
 
  private:
-  void compute_forces() {
+  /// Forces at `time` (the particles' time): self-gravity, then the external field.
+  void compute_forces(double time) {
     auto const start = Clock::now();
     forces_(state_.particles, state_.potential, state_.acceleration);
     state_.times.force += seconds_since(start);
+    if (!config_.external.empty())
+      timed_integration([&] {
+        config_.external.apply(context_, time, config_.fmm.G, state_.centres, state_.particles,
+                               state_.external_potential, state_.acceleration);
+      });
   }
 
   template <class Body>
@@ -148,10 +172,25 @@ class Stepper {
     state_.times.integration += seconds_since(start);
   }
 
-  void measure_now(double kick_factor, double time) {
-    state_.diagnostics = measure(context_, state_.particles, state_.potential, state_.acceleration, kick_factor);
-    state_.diagnostics.time = time;
-    state_.max_acceleration = state_.diagnostics.max_acceleration;
+  /// The diagnostics at `time` (velocities v + kick_factor·a), with the centres when `find_centres`.
+  void measure_now(double kick_factor, double time, bool find_centres) {
+    auto& d = state_.diagnostics;
+    d = measure(context_, state_.particles, state_.potential, state_.acceleration, kick_factor,
+                config_.external.empty() ? ScalarView<double>() : state_.external_potential);
+    if (!state_.centres.empty()) {
+      d.centres = config_.external.centres_energy(time, config_.fmm.G, state_.centres, kick_factor);
+      d.total += d.centres;
+    }
+    d.time = time;
+    state_.max_acceleration = d.max_acceleration;
+    if (find_centres) {
+      auto const minimum = potential_minimum_centre(context_, state_.particles, state_.potential);
+      auto const spheres = shrinking_spheres_centre(context_, state_.particles, config_.centres.shrink_factor,
+                                                    config_.centres.min_particles);
+      d.has_centres = minimum.found;
+      d.centre_potential_minimum = minimum.position;
+      d.centre_shrinking_spheres = spheres.centre;
+    }
   }
 
   void check_lattice_range(double largest_coordinate) const {

@@ -5,7 +5,9 @@
 #include <kfmm/core/particles.hpp>
 #include <kfmm/core/units.hpp>
 #include <kfmm/fmm/config.hpp>
+#include <kfmm/integrate/centre_finding.hpp>
 #include <kfmm/integrate/diagnostics.hpp>
+#include <kfmm/integrate/external_field.hpp>
 #include <kfmm/integrate/forces.hpp>
 #include <kfmm/integrate/integrator.hpp>
 #include <kfmm/integrate/schedule.hpp>
@@ -29,7 +31,9 @@ struct SimulationConfig {
   IntegratorKind integrator = IntegratorKind::DKD;
   LatticeSpacing lattice;  ///< LatticeDKD only
   Schedule schedule;
-  FMMConfig fmm;           ///< forces; `softening_length` also sets the adaptive step
+  FMMConfig fmm;           ///< forces; `softening_length` also sets the adaptive step; `G` also the external field's
+  ExternalField external;  ///< added to the forces after every force call (empty: none)
+  CentreFinding centres;   ///< centres in the diagnostics
   UnitSystem units;
   OutputSettings output;
 
@@ -51,6 +55,11 @@ struct SimulationState {
   /// this acceleration; for DKD they belong to the mid-step positions except at outputs.
   ScalarView<double> potential;
   Vec3View<double> acceleration;
+  /// φ_ext of each particle at the latest force call (aligned with `particles`; empty without
+  /// an external field). `potential` is the self-gravity part only; `acceleration` has both.
+  ScalarView<double> external_potential;
+  /// Integrated external centres (SimulationConfig::external), the same on every rank.
+  std::vector<CentreState> centres;
   bool started = false;         ///< false: simulate() begins with the initial force call
   double time = 0;
   long long step = 0;           ///< steps done
@@ -93,7 +102,10 @@ enum class SimulationStatus { Finished, Stopped };
 /// KDK kick ½dt, drift dt, force, kick ½dt (diagnostics at the end). DKD and LatticeDKD make
 /// one more force call at each output time so that outputs carry synchronised forces. A
 /// SIGTERM or SIGINT on any rank ends the run after the current step (status Stopped, after a
-/// Stop event, on which the restart observer writes the state).
+/// Stop event, on which the restart observer writes the state). The external field is added
+/// after each force call at the time of that call; its integrated centres drift and kick with
+/// the particles. The centres of `config.centres` are found at the measurements of the rows
+/// they belong to (DKD: at mid-step, or at the output time on output steps).
 SimulationStatus simulate(Context const& context, SimulationState& state, SimulationConfig const& config,
                           ForceFunction const& forces, Observer const& observer);
 

@@ -193,6 +193,13 @@ void write_rank_file(std::string const& file_path, Context const& context, Simul
                       Kokkos::subview(state.acceleration, Kokkos::make_pair(std::size_t(0), host.num), Kokkos::ALL));
     write_dataset(f, "acceleration", acceleration.data(), {3, n});
   }
+  // Integrated external centres: position, velocity, acceleration (the same on every rank).
+  if (!state.centres.empty()) {
+    std::vector<double> centres;
+    for (auto const& c : state.centres)
+      for (auto const* v : {&c.position, &c.velocity, &c.acceleration}) centres.insert(centres.end(), v->begin(), v->end());
+    write_dataset(f, "external_centres", centres.data(), {state.centres.size(), 9});
+  }
   // The solver's weights belong to these particles when it was the one that ordered them last.
   if (solver != nullptr && solver->cost_weights().extent(0) == host.num && host.num > 0) {
     auto const weights = Kokkos::create_mirror_view_and_copy(HostSpace(), solver->cost_weights());
@@ -351,6 +358,28 @@ SimulationState read_restart(Context const& context, std::string const& path, Si
              "damaged",
              file_path, acceleration.data()[bad], host.id(bad % n));
       state.acceleration = Kokkos::create_mirror_view_and_copy(MemorySpace(), acceleration);
+    }
+    auto const centres = static_cast<std::size_t>(config.external.integrated_count());
+    bool const has_centres = H5Lexists(f, "external_centres", H5P_DEFAULT) > 0;
+    if (has_centres != (centres > 0))
+      fail("restart file '{}' {} integrated external centres but the run file has {}; restart with the run file that "
+           "wrote it",
+           file_path, has_centres ? "has" : "has no", centres);
+    if (centres > 0) {
+      std::vector<double> values(9 * centres);
+      read_dataset(f, "external_centres", values.data(), {centres, 9}, file_path);
+      std::size_t const bad = first_bad(values.data(), values.size(), false);
+      if (bad < values.size())
+        fail("restart file '{}': dataset 'external_centres' holds {} (centre {}); it must be finite; the file is "
+             "damaged",
+             file_path, values[bad], bad / 9);
+      state.centres.resize(centres);
+      for (std::size_t k = 0; k < centres; ++k)
+        for (int d = 0; d < 3; ++d) {
+          state.centres[k].position[d] = values[9 * k + d];
+          state.centres[k].velocity[d] = values[9 * k + 3 + d];
+          state.centres[k].acceleration[d] = values[9 * k + 6 + d];
+        }
     }
     if (solver != nullptr && H5Lexists(f, "cost_weights", H5P_DEFAULT) > 0) {
       ScalarView<double, HostSpace> weights("kfmm::io::restart::cost_weights", n);

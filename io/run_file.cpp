@@ -1,11 +1,13 @@
 #include <kfmm/io/run_file.hpp>
 
 #include <kfmm/core/error.hpp>
+#include <kfmm/integrate/milky_way.hpp>
 
 #include <kfmm/core/format.hpp>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -88,6 +90,29 @@ Key const keys[] = {
   {"output.compression", "int", "1", "0: contiguous datasets (fastest to write); 1..9: chunked + shuffle + deflate level (1: about 43 % smaller for clumps)", "", 0, 9},
   {"output.diagnostics", "string", "diagnostics.csv", "per-step energies and momenta, inside output.directory (empty: none)"},
   {"output.restart_every", "int", "0", "also write a restart every this many steps (always on SIGTERM/SIGINT and at the end)", "", 0, 1e12},
+  {"output.centres", "string", "output", "when the potential-minimum and shrinking-spheres centres go into the diagnostics file: at the start and every output, every step, or never", "none|output|step"},
+  {"output.centre_shrink_factor", "float", "0.9", "shrinking spheres: radius factor per iteration (Power et al. 2003: 0.975)", "", 1e-6, 0.999999},
+  {"output.centre_min_particles", "int", "1000", "shrinking spheres: stop before a sphere holds fewer particles", "", 1, 1e18},
+  // `external` is a list of maps (one per potential); these rows document an entry's keys and are
+  // read by read_external() (docs/external_potentials.md).
+  {"external[].kind", "string", "", "model of this external potential (milky_way_2014: Bovy's MWPotential2014 with a Hernquist bulge, needs astro units)", "point_mass|plummer|hernquist|nfw|miyamoto_nagai|logarithmic|uniform|milky_way_2014"},
+  {"external[].mass", "float", "", "point_mass, plummer, hernquist, miyamoto_nagai: mass M", "", 1e-300, 1e300},
+  {"external[].softening", "float", "0", "point_mass: Plummer softening ε of φ = −GM/sqrt(r² + ε²)", "", 0, 1e300},
+  {"external[].a", "float", "", "hernquist: scale radius a; miyamoto_nagai: disk scale length a (≥ 0)", "", 0, 1e300},
+  {"external[].b", "float", "", "plummer: scale radius b; miyamoto_nagai: scale height b", "", 1e-300, 1e300},
+  {"external[].density", "float", "", "nfw: characteristic density ρ_s (with scale_radius)", "", 1e-300, 1e300},
+  {"external[].scale_radius", "float", "", "nfw: scale radius r_s (with density)", "", 1e-300, 1e300},
+  {"external[].m200", "float", "", "nfw: M_200 (with concentration and r200, instead of density and scale_radius)", "", 1e-300, 1e300},
+  {"external[].concentration", "float", "", "nfw: concentration c = r_200/r_s", "", 1e-300, 1e300},
+  {"external[].r200", "float", "", "nfw: r_200 (radius of mean density 200 ρ_crit)", "", 1e-300, 1e300},
+  {"external[].v0", "float", "", "logarithmic: asymptotic circular velocity v_0", "", 1e-300, 1e300},
+  {"external[].core_radius", "float", "", "logarithmic: core radius r_c", "", 1e-300, 1e300},
+  {"external[].q", "float", "1", "logarithmic: flattening q of the potential (z/q)", "", 1e-300, 1e300},
+  {"external[].acceleration", "float list", "", "uniform: the acceleration [g_x, g_y, g_z]"},
+  {"external[].centre", "float list", "[0, 0, 0]", "centre [x, y, z] (linear: at t0; integrated: the initial position)"},
+  {"external[].velocity", "float list", "[0, 0, 0]", "linear, integrated: centre velocity [v_x, v_y, v_z] (integrated: the initial one)"},
+  {"external[].centre_motion", "string", "fixed", "fixed; linear: centre + velocity·(t − t0); integrated: a point of mass M moved by the other external potentials and the particles' pull", "fixed|linear|integrated"},
+  {"external[].t0", "float", "", "linear: time at which the centre is at `centre` (default: time.start)", "", -1e300, 1e300},
 };
 // clang-format on
 
@@ -108,11 +133,15 @@ class Values {
  public:
   Values(YAML::Node const& root, std::string source) : source_(std::move(source)) {
     if (root.IsNull()) return;
-    if (!root.IsMap()) fail("run file '{}': expected a map of sections (ic, force, integrator, time, units, output)", source_);
+    if (!root.IsMap()) fail("run file '{}': expected a map of sections (ic, force, integrator, time, units, output, external)", source_);
     collect(root, "");
   }
 
   bool given(std::string const& name) const { return given_.count(name) != 0; }
+
+  /// The `external` list (undefined or null when none).
+  YAML::Node const& external() const { return external_; }
+  std::string const& source() const { return source_; }
 
   std::string string(std::string const& name) const {
     Key const& key = lookup(name);
@@ -214,6 +243,16 @@ class Values {
         fail("run file {}: a key must be a name such as 'ic' or 'n', not {}", where(entry.first, source_),
              entry.first.IsSequence() ? "a list" : entry.first.IsMap() ? "a map" : "empty");
       std::string const name = prefix + entry.first.Scalar();
+      if (name == "external") {  // a list of potentials, read by read_external()
+        if (!entry.second.IsSequence() && !entry.second.IsNull())
+          fail("run file {}: 'external' must be a list of potentials (- kind: ...), not {}", where(entry.first, source_),
+               entry.second.IsMap() ? "a map" : "a value");
+        if (external_.IsDefined())
+          fail("run file {}: section 'external' is given twice; merge its entries into one list",
+               where(entry.first, source_));
+        external_ = entry.second;
+        continue;
+      }
       bool const is_section = std::any_of(std::begin(keys), std::end(keys), [&](Key const& key) {
         return std::string(key.name).rfind(name + ".", 0) == 0;
       });
@@ -267,6 +306,7 @@ class Values {
   }
 
   std::string source_;
+  YAML::Node external_{YAML::NodeType::Undefined};
   std::map<std::string, YAML::Node> given_;
   std::set<std::string> sections_;
 };
@@ -313,6 +353,176 @@ Schedule read_schedule(Values const& values) {
     values.invalid(values.given("time.output_times") ? "time.output_times" : "time.end", e.what());
   }
   return schedule;
+}
+
+/// The keys an external potential of `kind` takes (besides kind, centre, velocity, centre_motion, t0).
+std::vector<std::string> external_parameters(std::string const& kind) {
+  if (kind == "point_mass") return {"mass", "softening"};
+  if (kind == "plummer") return {"mass", "b"};
+  if (kind == "hernquist") return {"mass", "a"};
+  if (kind == "nfw") return {"density", "scale_radius", "m200", "concentration", "r200"};
+  if (kind == "miyamoto_nagai") return {"mass", "a", "b"};
+  if (kind == "logarithmic") return {"v0", "core_radius", "q"};
+  if (kind == "uniform") return {"acceleration"};
+  return {};  // milky_way_2014
+}
+
+/// One entry of the `external` list.
+class ExternalEntry {
+ public:
+  ExternalEntry(YAML::Node const& node, std::size_t index, std::string const& source)
+      : node_(node), source_(source), label_(fmt::format("external entry {} (line {})", index + 1, node.Mark().line + 1)) {
+    if (!node.IsMap())
+      fail("run file {}: {} must be a map such as {{kind: hernquist, mass: 1, a: 0.1}}", where(node, source), label_);
+    if (!node["kind"]) fail("run file {}: {} has no 'kind'; one of {}", where(node, source), label_, kind_key().choices);
+    kind_ = text("kind");  // checked against the kinds
+    auto allowed = external_parameters(kind_);
+    for (char const* common : {"kind", "centre", "velocity", "centre_motion", "t0"}) allowed.push_back(common);
+    for (auto const& item : node) {
+      std::string const key = item.first.IsScalar() ? item.first.Scalar() : "?";
+      if (!find_key("external[]." + key))
+        fail("run file {}: {}: unknown key '{}'; docs/simulation.md lists the keys of an external potential",
+             where(item.first, source), label_, key);
+      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
+        fail("run file {}: {}: key '{}' does not apply to kind {}", where(item.first, source), label_, key, kind_);
+    }
+  }
+
+  std::string const& kind() const { return kind_; }
+  std::string const& label() const { return label_; }
+  bool has(char const* key) const { return static_cast<bool>(node_[key]); }
+
+  std::string text(char const* key) const {
+    auto const value = node_[key];
+    if (!value.IsScalar()) fail("run file {}: {}: '{}' must be a string", where(value, source_), label_, key);
+    std::string const result = value.Scalar();
+    Key const& k = *find_key(std::string("external[].") + key);
+    if (*k.choices && (std::string("|") + k.choices + "|").find("|" + result + "|") == std::string::npos)
+      fail("run file {}: {}: '{}' = '{}' is not one of {}", where(value, source_), label_, key, result, k.choices);
+    return result;
+  }
+
+  /// A number; given ranges are checked, the physical limits later by ExternalPotential::validate.
+  double number(char const* key) const {
+    Key const& k = *find_key(std::string("external[].") + key);
+    auto const value = node_[key];
+    if (!value) {
+      if (!*k.default_value) fail("run file {}: {} ({}) needs '{}': {}", where(node_, source_), label_, kind_, key, k.meaning);
+      return std::stod(k.default_value);
+    }
+    double result = 0;
+    try {
+      if (!value.IsScalar()) throw YAML::Exception(value.Mark(), "not a scalar");
+      result = value.as<double>();
+    } catch (YAML::Exception const&) {
+      fail("run file {}: {}: '{}' must be a number, got {}", where(value, source_), label_, key,
+           value.IsScalar() ? "'" + value.Scalar() + "'" : "a list or map");
+    }
+    if (!(result >= k.min && result <= k.max))
+      fail("run file {}: {}: '{}' = {} is out of range [{:g}, {:g}]{}", where(value, source_), label_, key,
+           value.Scalar(), k.min, k.max, result <= 0 && k.min > 0 ? " (it must be > 0)" : "");
+    return result;
+  }
+
+  std::array<double, 3> vector(char const* key) const {
+    auto const value = node_[key];
+    if (!value) return {0, 0, 0};
+    std::array<double, 3> result{};
+    bool ok = value.IsSequence() && value.size() == 3;
+    for (std::size_t d = 0; ok && d < 3; ++d) {
+      try {
+        result[d] = value[d].as<double>();
+        ok = std::isfinite(result[d]);
+      } catch (YAML::Exception const&) {
+        ok = false;
+      }
+    }
+    if (!ok) fail("run file {}: {}: '{}' must be a list of three finite numbers [x, y, z]", where(value, source_), label_, key);
+    return result;
+  }
+
+ private:
+  static Key const& kind_key() { return *find_key("external[].kind"); }
+  YAML::Node node_;
+  std::string source_;
+  std::string label_;
+  std::string kind_;
+};
+
+/// The `external` list as potentials in `units` (milky_way_2014 expands to its three terms).
+ExternalField read_external(Values const& values, UnitSystem const& units, bool units_known, double start_time) {
+  ExternalField field;
+  auto const& list = values.external();
+  if (!list.IsDefined() || list.IsNull()) return field;
+  for (std::size_t index = 0; index < list.size(); ++index) {
+    ExternalEntry const entry(list[index], index, values.source());
+    std::string const& kind = entry.kind();
+    std::vector<ExternalPotential> terms;
+    if (kind == "milky_way_2014") {
+      if (!units_known)
+        fail("run file '{}': {}: milky_way_2014 needs the run's units before the initial conditions are read; set "
+             "units.system: astro",
+             values.source(), entry.label());
+      try {
+        terms = milky_way_2014(units);
+      } catch (Error const& e) {
+        fail("run file '{}': {}: {}", values.source(), entry.label(), e.what());
+      }
+    } else if (kind == "nfw") {
+      bool const by_density = entry.has("density") || entry.has("scale_radius");
+      bool const by_m200 = entry.has("m200") || entry.has("concentration") || entry.has("r200");
+      if (by_density == by_m200)
+        fail("run file '{}': {}: nfw takes either density and scale_radius or m200, concentration and r200{}",
+             values.source(), entry.label(), by_density ? ", not both" : "");
+      terms.push_back(by_density ? nfw_potential(entry.number("density"), entry.number("scale_radius"))
+                                 : nfw_potential_m200(entry.number("m200"), entry.number("concentration"),
+                                                      entry.number("r200")));
+    } else if (kind == "point_mass") {
+      terms.push_back(point_mass_potential(entry.number("mass"), entry.number("softening")));
+    } else if (kind == "plummer") {
+      terms.push_back(plummer_potential(entry.number("mass"), entry.number("b")));
+    } else if (kind == "hernquist") {
+      terms.push_back(hernquist_potential(entry.number("mass"), entry.number("a")));
+    } else if (kind == "miyamoto_nagai") {
+      terms.push_back(miyamoto_nagai_potential(entry.number("mass"), entry.number("a"), entry.number("b")));
+    } else if (kind == "logarithmic") {
+      terms.push_back(logarithmic_potential(entry.number("v0"), entry.number("core_radius"), entry.number("q")));
+    } else {  // uniform
+      if (!entry.has("acceleration"))
+        fail("run file '{}': {} (uniform) needs 'acceleration': [g_x, g_y, g_z]", values.source(), entry.label());
+      auto const g = entry.vector("acceleration");
+      terms.push_back(uniform_acceleration(g[0], g[1], g[2]));
+    }
+    CentreMotion const motion = !entry.has("centre_motion")                ? CentreMotion::Fixed
+                                : entry.text("centre_motion") == "linear"     ? CentreMotion::Linear
+                                : entry.text("centre_motion") == "integrated" ? CentreMotion::Integrated
+                                                                              : CentreMotion::Fixed;
+    if (entry.has("velocity") && motion == CentreMotion::Fixed)
+      fail("run file '{}': {}: 'velocity' needs centre_motion linear or integrated", values.source(), entry.label());
+    if (entry.has("t0") && motion != CentreMotion::Linear)
+      fail("run file '{}': {}: 't0' applies to centre_motion linear only", values.source(), entry.label());
+    if (kind == "milky_way_2014" && motion == CentreMotion::Integrated)
+      fail("run file '{}': {}: milky_way_2014 cannot have an integrated centre (three potentials); use fixed or linear",
+           values.source(), entry.label());
+    auto const centre = entry.vector("centre");
+    auto const velocity = entry.vector("velocity");
+    double const t0 = entry.has("t0") ? entry.number("t0") : start_time;
+    for (auto& term : terms) {
+      term.motion = motion;
+      for (int d = 0; d < 3; ++d) {
+        term.centre[d] = centre[d];
+        term.velocity[d] = velocity[d];
+      }
+      term.t0 = t0;
+      try {
+        term.validate(kind);
+      } catch (Error const& e) {
+        fail("run file '{}': {}: {}", values.source(), entry.label(), e.what());
+      }
+      field.potentials.push_back(term);
+    }
+  }
+  return field;
 }
 
 RunSettings settings_from(YAML::Node const& root, std::string const& source) {
@@ -377,6 +587,11 @@ RunSettings settings_from(YAML::Node const& root, std::string const& source) {
                                              values.number("units.mass_in_msol"))
                          : UnitSystem::plain();
   fmm.G = simulation.units.G;
+  simulation.external = read_external(values, simulation.units, !settings.units_from_ic_file,
+                                      simulation.schedule.start_time);
+  simulation.centres.cadence = parse_centre_cadence(values.string("output.centres"));
+  simulation.centres.shrink_factor = values.number("output.centre_shrink_factor");
+  simulation.centres.min_particles = static_cast<std::uint64_t>(values.integer("output.centre_min_particles"));
 
   simulation.output.directory = values.string("output.directory");
   simulation.output.snapshots = values.boolean("output.snapshots");
@@ -438,6 +653,16 @@ std::string default_run_file() {
       "# kfmm run file: every key with its default. `kfmm run FILE` reads it; keys left out take\n"
       "# these defaults. Keys without a default are commented out (required only where noted).\n";
   for (auto const& [section, section_keys] : sections()) {
+    if (section == "external[]") {  // a list: an example entry, commented out
+      out += "\n# External potentials (docs/external_potentials.md): a list of entries such as\n"
+             "#   - kind: hernquist\n#     mass: 1\n#     a: 0.1\n# with these keys:\n";
+      for (Key const* key : section_keys)
+        out += fmt::format("#   {}: {} ({}){}{}\n", std::string(key->name).substr(section.size() + 1), key->meaning,
+                           key->type, choices_text(*key),
+                           *key->default_value ? fmt::format(", default {}", key->default_value) : "");
+      out += "external:\n";
+      continue;
+    }
     out += fmt::format("\n{}:\n", section);
     for (Key const* key : section_keys) {
       std::string const name = std::string(key->name).substr(section.size() + 1);
