@@ -13,20 +13,6 @@ namespace kfmm {
 
 namespace detail {
 
-std::size_t exclusive_scan_in_place(ExecutionSpace const& space, ScalarView<std::size_t> const& values, std::size_t n) {
-  std::size_t total = 0;
-  Kokkos::parallel_scan(
-      "kfmm::neighbors::scan", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
-      KOKKOS_LAMBDA(std::size_t i, std::size_t & sum, bool final) {
-        std::size_t const v = values(i);
-        if (final) values(i) = sum;
-        sum += v;
-      },
-      total);
-  space.fence();
-  return total;
-}
-
 /// Index of the first box that is not a valid query (lo > hi, NaN, negative or NaN radius), or n.
 std::size_t first_bad_box(ExecutionSpace const& space, Kokkos::View<QueryBox const*, MemorySpace> const& boxes) {
   std::size_t const n = boxes.extent(0);

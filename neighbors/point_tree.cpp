@@ -8,6 +8,23 @@
 
 namespace kfmm {
 
+namespace detail {
+std::size_t exclusive_scan_in_place(ExecutionSpace const& space, ScalarView<std::size_t> const& values, std::size_t n) {
+  std::size_t total = 0;
+  Kokkos::parallel_scan(
+      "kfmm::neighbors::scan", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+      KOKKOS_LAMBDA(std::size_t i, std::size_t & sum, bool final) {
+        std::size_t const v = values(i);
+        if (final) values(i) = sum;
+        sum += v;
+      },
+      total);
+  space.fence();
+  return total;
+}
+
+}  // namespace detail
+
 void compute_point_tree_boxes(ExecutionSpace const& space, PointTree& t) {
   t.lo = Vec3View<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::neighbors::node_lo"), t.tree.num_nodes);
   t.hi = Vec3View<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::neighbors::node_hi"), t.tree.num_nodes);

@@ -29,4 +29,9 @@ PointTree build_point_tree(ExecutionSpace const& space, Vec3View<double> const& 
 /// Node boxes of `t` from its sorted points, deepest level first (public for nvcc's lambdas).
 void compute_point_tree_boxes(ExecutionSpace const& space, PointTree& t);
 
+namespace detail {
+/// Exclusive prefix sum of values[0, n) in place; returns the total (shared by the searches).
+std::size_t exclusive_scan_in_place(ExecutionSpace const& space, ScalarView<std::size_t> const& values, std::size_t n);
+}  // namespace detail
+
 }  // namespace kfmm

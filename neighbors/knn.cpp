@@ -1,0 +1,412 @@
+#include <kfmm/comm/decomposition.hpp>
+#include <kfmm/comm/exchange_plan.hpp>
+#include <kfmm/core/error.hpp>
+#include <kfmm/core/hilbert.hpp>
+#include <kfmm/neighbors/ghost_import.hpp>
+#include <kfmm/neighbors/knn.hpp>
+#include <kfmm/neighbors/point_tree.hpp>
+
+#include <cfloat>
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace kfmm {
+
+namespace detail {
+
+/// Candidate lists of the queries (in sorted query order): squared distances, ids, how many.
+struct KNNLists {
+  Kokkos::View<double**, Kokkos::LayoutRight, MemorySpace> d2;
+  Kokkos::View<std::uint64_t**, Kokkos::LayoutRight, MemorySpace> id;
+  ScalarView<int> count;
+};
+
+/// What a walk searches: a tree over particles and their ids in the tree's sorted order.
+struct KNNSource {
+  PointTree tree;
+  ScalarView<std::uint64_t> id;
+};
+
+struct KNNGeometry {
+  bool periodic = false;
+  Kokkos::Array<double, 3> length{0, 0, 0};
+};
+
+inline constexpr int knn_stack_size = 192;  // ≥ 7 pending children per level × 22 levels + 1
+
+/// Walks `source` for each of the `nq` positions of `queries`, nearest node first, pruning
+/// nodes farther than the current k-th candidate (equal distances stay: a smaller id may win).
+/// `resume` continues from the lists; `skip_same_index` leaves out source point i for query i
+/// (self-query on one tree). K is the per-thread list capacity (≥ k).
+template <int K>
+void knn_walk(ExecutionSpace const& space, KNNSource const& source, Vec3View<double> const& queries, int nq, int k,
+              bool skip_same_index, KNNGeometry const& geometry, KNNLists const& lists, bool resume) {
+  auto const tree = source.tree.tree;
+  auto const pos = source.tree.pos, lo = source.tree.lo, hi = source.tree.hi;
+  auto const ids = source.id;
+  int const n = source.tree.n;
+  auto const d2_out = lists.d2;
+  auto const id_out = lists.id;
+  auto const count_out = lists.count;
+  bool const periodic = geometry.periodic;
+  auto const length = geometry.length;
+  Kokkos::parallel_for(
+      "kfmm::neighbors::knn_walk", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nq), KOKKOS_LAMBDA(int q) {
+        double best_d2[K];
+        std::uint64_t best_id[K];
+        int count = resume ? count_out(q) : 0;
+        for (int j = 0; j < count; ++j) {
+          best_d2[j] = d2_out(q, j);
+          best_id[j] = id_out(q, j);
+        }
+        double const x[3] = {queries(q, 0), queries(q, 1), queries(q, 2)};
+        auto const node_gap2 = [&](int node) {
+          double g2 = 0;
+          for (int a = 0; a < 3; ++a) {
+            double const g = interval_gap(x[a], lo(node, a), hi(node, a), periodic ? length[a] : 0.0);
+            g2 += g * g;
+          }
+          return g2;
+        };
+        if (n > 0) {
+          int stack_node[knn_stack_size];
+          double stack_gap[knn_stack_size];
+          int top = 0;
+          stack_node[0] = 0;
+          stack_gap[0] = node_gap2(0);
+          top = 1;
+          while (top > 0) {
+            --top;
+            int const node = stack_node[top];
+            double const bound = count < k ? DBL_MAX : best_d2[k - 1];
+            if (stack_gap[top] > bound) continue;
+            int const cb = tree.child_begin(node), ce = tree.child_end(node);
+            if (cb == ce) {
+              for (int i = tree.particle_begin(node); i < tree.particle_end(node); ++i) {
+                if (skip_same_index && i == q) continue;
+                double d2 = 0;
+                for (int a = 0; a < 3; ++a) {
+                  double const dx = x[a] - pos(i, a);
+                  double const g = periodic ? minimum_image_gap(dx, length[a]) : dx;
+                  d2 += g * g;
+                }
+                std::uint64_t const id = ids(i);
+                if (count == k && (d2 > best_d2[k - 1] || (d2 == best_d2[k - 1] && id >= best_id[k - 1]))) continue;
+                int j = count < k ? count : k - 1;
+                while (j > 0 && (best_d2[j - 1] > d2 || (best_d2[j - 1] == d2 && best_id[j - 1] > id))) {
+                  best_d2[j] = best_d2[j - 1];
+                  best_id[j] = best_id[j - 1];
+                  --j;
+                }
+                best_d2[j] = d2;
+                best_id[j] = id;
+                if (count < k) ++count;
+              }
+            } else {
+              // Children within the bound, pushed farthest first so that the nearest pops first.
+              int child[8];
+              double gap[8];
+              int m = 0;
+              double const limit = count < k ? DBL_MAX : best_d2[k - 1];
+              for (int c = cb; c < ce && m < 8; ++c) {
+                int const node_c = tree.child_index(c);
+                double const g = node_gap2(node_c);
+                if (g > limit) continue;
+                int j = m++;
+                while (j > 0 && gap[j - 1] < g) {
+                  gap[j] = gap[j - 1];
+                  child[j] = child[j - 1];
+                  --j;
+                }
+                gap[j] = g;
+                child[j] = node_c;
+              }
+              for (int j = 0; j < m && top < knn_stack_size; ++j) {
+                stack_node[top] = child[j];
+                stack_gap[top] = gap[j];
+                ++top;
+              }
+            }
+          }
+        }
+        for (int j = 0; j < count; ++j) {
+          d2_out(q, j) = best_d2[j];
+          id_out(q, j) = best_id[j];
+        }
+        count_out(q) = count;
+      });
+  space.fence();
+}
+
+void knn_walk_any(ExecutionSpace const& space, KNNSource const& source, Vec3View<double> const& queries, int nq, int k,
+                  bool skip_same_index, KNNGeometry const& geometry, KNNLists const& lists, bool resume) {
+  if (k <= 8) return knn_walk<8>(space, source, queries, nq, k, skip_same_index, geometry, lists, resume);
+  if (k <= 16) return knn_walk<16>(space, source, queries, nq, k, skip_same_index, geometry, lists, resume);
+  if (k <= 32) return knn_walk<32>(space, source, queries, nq, k, skip_same_index, geometry, lists, resume);
+  if (k <= 64) return knn_walk<64>(space, source, queries, nq, k, skip_same_index, geometry, lists, resume);
+  knn_walk<max_knn_k>(space, source, queries, nq, k, skip_same_index, geometry, lists, resume);
+}
+
+/// Ids of the tree's points in its sorted order.
+ScalarView<std::uint64_t> sorted_ids(ExecutionSpace const& space, PointTree const& tree,
+                                     ScalarView<std::uint64_t> const& ids) {
+  ScalarView<std::uint64_t> sorted(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::neighbors::sorted_ids"),
+                                   tree.n);
+  auto const order = tree.order;
+  Kokkos::parallel_for(
+      "kfmm::neighbors::sorted_ids", Kokkos::RangePolicy<ExecutionSpace>(space, 0, tree.n),
+      KOKKOS_LAMBDA(int i) { sorted(i) = ids(order(i)); });
+  return sorted;
+}
+
+/// Bounds of `n` positions and the index of the first non-finite one (n when none).
+std::size_t scan_positions(ExecutionSpace const& space, Vec3View<double> const& pos, std::size_t n, double lo[3],
+                           double hi[3]) {
+  std::size_t first = n;
+  Kokkos::parallel_reduce(
+      "kfmm::neighbors::check_finite", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+      KOKKOS_LAMBDA(std::size_t i, std::size_t & f) {
+        bool const ok = compat::math::isfinite(pos(i, 0)) && compat::math::isfinite(pos(i, 1)) &&
+                        compat::math::isfinite(pos(i, 2));
+        if (!ok && i < f) f = i;
+      },
+      Kokkos::Min<std::size_t>(first));
+  compute_bounds(space, pos, n, lo, hi);
+  return first;
+}
+
+/// Positions wrapped into the periodic box (a copy, so the caller's stay as they are).
+void wrap_positions(ExecutionSpace const& space, Vec3View<double> const& pos, std::size_t n, KNNGeometry const& g) {
+  if (!g.periodic) return;
+  auto const length = g.length;
+  Kokkos::parallel_for(
+      "kfmm::neighbors::wrap", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n), KOKKOS_LAMBDA(std::size_t i) {
+        for (int a = 0; a < 3; ++a) pos(i, a) = wrap_coordinate(pos(i, a), length[a]);
+      });
+}
+
+/// One query box per leaf of the query tree: the leaf's box and the largest k-th distance of
+/// its queries (infinite when one has fewer than k), widened by a round-off margin.
+Kokkos::View<QueryBox*, MemorySpace> leaf_query_boxes(ExecutionSpace const& space, PointTree const& queries,
+                                                      KNNLists const& lists, int k, double margin) {
+  int const nodes = queries.tree.num_nodes;
+  ScalarView<std::size_t> slot("kfmm::neighbors::leaf_slots", nodes + 1);
+  auto const tree = queries.tree;
+  Kokkos::parallel_for(
+      "kfmm::neighbors::mark_leaves", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nodes),
+      KOKKOS_LAMBDA(int node) { slot(node) = tree.child_begin(node) == tree.child_end(node) ? 1 : 0; });
+  std::size_t const leaves = exclusive_scan_in_place(space, slot, nodes + 1);
+  Kokkos::View<QueryBox*, MemorySpace> boxes(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::neighbors::leaf_boxes"),
+                                             leaves);
+  auto const lo = queries.lo, hi = queries.hi;
+  auto const d2 = lists.d2;
+  auto const count = lists.count;
+  double const infinite = std::numeric_limits<double>::infinity();
+  Kokkos::parallel_for(
+      "kfmm::neighbors::leaf_boxes", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nodes), KOKKOS_LAMBDA(int node) {
+        if (tree.child_begin(node) != tree.child_end(node)) return;
+        double largest = 0;
+        for (int q = tree.particle_begin(node); q < tree.particle_end(node); ++q) {
+          double const r2 = count(q) < k ? infinite : d2(q, k - 1);
+          largest = r2 > largest ? r2 : largest;
+        }
+        QueryBox b;
+        for (int a = 0; a < 3; ++a) {
+          b.lo[a] = lo(node, a);
+          b.hi[a] = hi(node, a);
+        }
+        b.radius = largest < infinite ? compat::math::sqrt(largest) * (1 + 1e-12) + margin : infinite;
+        boxes(slot(node)) = b;
+      });
+  space.fence();
+  return boxes;
+}
+
+/// The lists in the caller's query order (local rows `order`), distances rather than squares.
+KNNResult unsorted_result(ExecutionSpace const& space, KNNLists const& lists, ScalarView<std::uint32_t> const& order,
+                          int nq, int k) {
+  KNNResult r;
+  r.num = nq;
+  r.distance = decltype(r.distance)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::knn::distance"), nq, k);
+  r.id = decltype(r.id)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::knn::id"), nq, k);
+  auto const distance = r.distance;
+  auto const id = r.id;
+  auto const d2 = lists.d2;
+  auto const ids = lists.id;
+  Kokkos::parallel_for(
+      "kfmm::neighbors::knn_result", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nq), KOKKOS_LAMBDA(int q) {
+        std::size_t const row = order(q);
+        for (int j = 0; j < k; ++j) {
+          distance(row, j) = compat::math::sqrt(d2(q, j));
+          id(row, j) = ids(q, j);
+        }
+      });
+  space.fence();
+  return r;
+}
+
+KNNResult knn_impl(ExecutionSpace const& space, Context const& context, Particles<MemorySpace> const& particles,
+                   Vec3View<double> const* query_pos, std::size_t num_queries, KNNOptions const& options) {
+  bool const self = query_pos == nullptr;
+  int const k = options.k;
+  PeriodicBox const& box = options.periodic;
+  KNNGeometry geometry;
+  geometry.periodic = box.enabled;
+  for (int a = 0; a < 3; ++a) geometry.length[a] = box.length[a];
+
+  // Checks, agreed across ranks (every rank takes part in the reductions first).
+  double lo[3], hi[3], qlo[3], qhi[3];
+  std::size_t const bad_particle = scan_positions(space, particles.pos, particles.num, lo, hi);
+  std::size_t bad_query = num_queries;
+  for (int a = 0; a < 3; ++a) {
+    qlo[a] = DBL_MAX;
+    qhi[a] = -DBL_MAX;
+  }
+  if (!self) bad_query = scan_positions(space, *query_pos, num_queries, qlo, qhi);
+  double glo[6], ghi[6];
+  for (int a = 0; a < 3; ++a) {
+    glo[a] = lo[a];
+    ghi[a] = hi[a];
+    glo[3 + a] = std::min(lo[a], qlo[a]);
+    ghi[3 + a] = std::max(hi[a], qhi[a]);
+  }
+  MPI_Allreduce(MPI_IN_PLACE, glo, 6, MPI_DOUBLE, MPI_MIN, context.comm());
+  MPI_Allreduce(MPI_IN_PLACE, ghi, 6, MPI_DOUBLE, MPI_MAX, context.comm());
+  std::uint64_t total = particles.num;
+  MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_UINT64_T, MPI_SUM, context.comm());
+  std::string error;
+  bool const exclude = self && !options.include_self;
+  std::uint64_t const available = exclude && total > 0 ? total - 1 : total;
+  if (k < 1)
+    error = fmt::format("knn: k = {} is invalid; ask for at least 1 neighbour", k);
+  else if (k > max_knn_k)
+    error = fmt::format("knn: k = {} exceeds the largest supported k = {} (per-thread neighbour lists); ask for fewer "
+                        "neighbours",
+                        k, max_knn_k);
+  else if (std::uint64_t(k) > available)
+    error = exclude ? fmt::format("knn: k = {} exceeds the {} other particles each particle has (N = {}); use k <= {}",
+                                  k, available, total, available)
+                    : fmt::format("knn: k = {} exceeds the number of particles N = {}; use k <= {}", k, total, total);
+  else if (options.leaf_size < 1)
+    error = fmt::format("knn: leaf_size = {} must be at least 1", options.leaf_size);
+  else if (bad_particle < particles.num)
+    error = fmt::format("knn: particle {} on rank {} has a non-finite position", bad_particle, context.rank());
+  else if (bad_query < num_queries)
+    error = fmt::format("knn: query {} on rank {} has a non-finite position", bad_query, context.rank());
+  if (error.empty() && box.enabled)
+    for (int a = 0; a < 3 && error.empty(); ++a) {
+      double const extent = ghi[3 + a] - glo[3 + a];
+      if (!(std::isfinite(box.length[a]) && box.length[a] > 0))
+        error = fmt::format("knn: periodic box length {} along {} must be finite and positive", box.length[a], "xyz"[a]);
+      else if (extent > box.length[a])
+        error = fmt::format("knn: the periodic box length {} along {} is smaller than the extent {} of the {} ({} to "
+                            "{}); give a box at least that long, or open boundaries",
+                            box.length[a], "xyz"[a], extent, self ? "particles" : "particles and queries", glo[3 + a],
+                            ghi[3 + a]);
+    }
+  agree_on_error(context, error);
+
+  // Working copies: wrapped into the box, moved to Hilbert domains on more than one rank.
+  Particles<MemorySpace> work(particles.num);
+  work.assign(particles);
+  work.num_total = total;
+  wrap_positions(space, work.pos, work.num, geometry);
+  Vec3View<double> queries;
+  std::size_t nq = self ? work.num : num_queries;
+  if (!self) {
+    queries = Vec3View<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::knn::queries"), num_queries);
+    auto const src = *query_pos;
+    Kokkos::parallel_for(
+        "kfmm::neighbors::copy_queries", Kokkos::RangePolicy<ExecutionSpace>(space, 0, num_queries),
+        KOKKOS_LAMBDA(std::size_t i) {
+          for (int a = 0; a < 3; ++a) queries(i, a) = src(i, a);
+        });
+    wrap_positions(space, queries, num_queries, geometry);
+  }
+  bool const moved = context.size() > 1;
+  ExchangePlan<MemorySpace> plan;
+  double scale = 1;
+  {
+    double cube_lo[3], cube_hi[3];
+    for (int a = 0; a < 3; ++a) {
+      cube_lo[a] = box.enabled ? 0.0 : glo[3 + a];
+      cube_hi[a] = box.enabled ? box.length[a] : ghi[3 + a];
+      if (!(cube_lo[a] <= cube_hi[a])) cube_lo[a] = cube_hi[a] = 0;  // no particle, no query anywhere
+    }
+    BoundingCube const cube = cube_from_bounds(cube_lo, cube_hi);
+    scale = cube.size;
+    if (moved) {
+      ScalarView<std::uint64_t> keys(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::knn::keys"), work.num);
+      compute_keys(space, cube, work.pos, work.num, keys);
+      auto const splitters = choose_splitters(context, keys, work.num);
+      auto const destinations = destination_ranks(space, keys, work.num, splitters);
+      if (self) {
+        redistribute(context, work, destinations, &plan);
+      } else {
+        redistribute(context, work, destinations);
+        ScalarView<std::uint64_t> qkeys(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::knn::query_keys"), nq);
+        compute_keys(space, cube, queries, nq, qkeys);
+        auto const qdest = destination_ranks(space, qkeys, nq, splitters);
+        plan = ExchangePlan<MemorySpace>(context, qdest, nq);
+        queries = plan.exchange(queries);
+      }
+      nq = self ? work.num : plan.num_import();
+    }
+  }
+
+  // Local walk.
+  KNNSource local;
+  PointTree query_tree;
+  collectively(context, [&] {
+    local.tree = build_point_tree(space, work.pos, work.num, options.leaf_size);
+    query_tree = self ? local.tree : build_point_tree(space, queries, nq, options.leaf_size);
+  });
+  local.id = sorted_ids(space, local.tree, work.id);
+  KNNLists lists;
+  lists.d2 = decltype(lists.d2)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::knn::d2"), nq, k);
+  lists.id = decltype(lists.id)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::knn::ids"), nq, k);
+  lists.count = ScalarView<int>("kfmm::knn::count", nq);
+  knn_walk_any(space, local, query_tree.pos, int(nq), k, exclude, geometry, lists, false);
+
+  // Particles of other ranks within each query leaf's k-th distance, then the walk goes on.
+  if (context.size() > 1) {
+    auto const boxes = leaf_query_boxes(space, query_tree, lists, k, 1e-13 * scale);
+    GhostOptions ghost_options;
+    ghost_options.periodic = box;
+    ghost_options.shift_positions = false;  // the walk folds distances to the minimum image
+    auto const ghosts = import_ghosts(space, context, work, boxes, ghost_options);
+    KNNSource remote;
+    collectively(context, [&] { remote.tree = build_point_tree(space, ghosts.pos, ghosts.num, options.leaf_size); });
+    remote.id = sorted_ids(space, remote.tree, ghosts.id);
+    knn_walk_any(space, remote, query_tree.pos, int(nq), k, false, geometry, lists, true);
+  }
+
+  KNNResult result = unsorted_result(space, lists, query_tree.order, int(nq), k);
+  if (moved) {
+    KNNResult back;
+    back.distance = plan.reverse(result.distance);
+    back.id = plan.reverse(result.id);
+    back.num = self ? particles.num : num_queries;
+    return back;
+  }
+  return result;
+}
+
+}  // namespace detail
+
+KNNResult knn(ExecutionSpace const& space, Context const& context, Particles<MemorySpace> const& particles,
+              KNNOptions const& options) {
+  return detail::knn_impl(space, context, particles, nullptr, 0, options);
+}
+
+KNNResult knn(ExecutionSpace const& space, Context const& context, Particles<MemorySpace> const& particles,
+              Vec3View<double> const& queries, std::size_t num_queries, KNNOptions const& options) {
+  std::string error;
+  if (queries.extent(0) < num_queries)
+    error = fmt::format("knn: num_queries = {} exceeds the {} query positions given", num_queries, queries.extent(0));
+  agree_on_error(context, error);
+  return detail::knn_impl(space, context, particles, &queries, num_queries, options);
+}
+
+}  // namespace kfmm
