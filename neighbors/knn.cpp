@@ -35,117 +35,167 @@ struct KNNGeometry {
 
 inline constexpr int knn_stack_size = 192;  // ≥ 7 pending children per level × 22 levels + 1
 
-/// Walks `source` for each of the `nq` positions of `queries`, nearest node first, pruning
-/// nodes farther than the current k-th candidate (equal distances stay: a smaller id may win).
-/// `resume` continues from the lists; `skip_same_index` leaves out source point i for query i
-/// (self-query on one tree). K is the per-thread list capacity (≥ k).
-template <int K>
-void knn_walk(ExecutionSpace const& space, KNNSource const& source, Vec3View<double> const& queries, int nq, int k,
-              bool skip_same_index, KNNGeometry const& geometry, KNNLists const& lists, bool resume) {
+/// Gap between the intervals [a, b] and [c, d] along an axis, minimum image when `length` > 0.
+KOKKOS_INLINE_FUNCTION double intervals_gap(double a, double b, double c, double d, double length) {
+  double g = c > b ? c - b : a > d ? a - d : 0;
+  if (length > 0 && g > 0) {
+    double const up = c > b + length ? c - b - length : a + length > d ? a + length - d : 0;
+    double const down = c > b - length ? c - b + length : a - length > d ? a - length - d : 0;
+    g = up < g ? up : g;
+    g = down < g ? down : g;
+  }
+  return g;
+}
+
+/// Leaf nodes of a tree, in node order.
+ScalarView<int> leaf_nodes(ExecutionSpace const& space, Tree<> const& tree) {
+  int const nodes = tree.num_nodes;
+  ScalarView<std::size_t> slot("kfmm::neighbors::leaf_slots", nodes + 1);
+  Kokkos::parallel_for(
+      "kfmm::neighbors::mark_leaves", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nodes),
+      KOKKOS_LAMBDA(int node) { slot(node) = tree.child_begin(node) == tree.child_end(node) ? 1 : 0; });
+  std::size_t const leaves = exclusive_scan_in_place(space, slot, nodes + 1);
+  ScalarView<int> result(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::neighbors::leaves"), leaves);
+  Kokkos::parallel_for(
+      "kfmm::neighbors::list_leaves", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nodes), KOKKOS_LAMBDA(int node) {
+        if (tree.child_begin(node) == tree.child_end(node)) result(slot(node)) = node;
+      });
+  space.fence();
+  return result;
+}
+
+/// \brief Leaf by leaf: the queries of one leaf of `query_tree` (a team; its threads take
+/// queries) walk `source` together, nearest node to the leaf's box first, pruning nodes
+/// farther than the largest k-th candidate distance of the leaf's queries; at a source leaf
+/// each query scans it unless its own k-th candidate is nearer than the leaf box. Equal
+/// distances are not pruned: a smaller id may win. Lists live in `lists` (global memory), so
+/// `resume` continues from them; `skip_same_index` leaves out source point i for query i
+/// (self-query on one tree).
+void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree const& query_tree,
+              ScalarView<int> const& query_leaves, int k, bool skip_same_index, KNNGeometry const& geometry,
+              KNNLists const& lists, bool resume) {
+  using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
+  using Member = Policy::member_type;
   auto const tree = source.tree.tree;
   auto const pos = source.tree.pos, lo = source.tree.lo, hi = source.tree.hi;
   auto const ids = source.id;
   int const n = source.tree.n;
-  auto const d2_out = lists.d2;
-  auto const id_out = lists.id;
-  auto const count_out = lists.count;
+  auto const qtree = query_tree.tree;
+  auto const qpos = query_tree.pos, qlo = query_tree.lo, qhi = query_tree.hi;
+  auto const d2_list = lists.d2;
+  auto const id_list = lists.id;
+  auto const count_list = lists.count;
   bool const periodic = geometry.periodic;
   auto const length = geometry.length;
+  int const leaves = static_cast<int>(query_leaves.extent(0));
+  if (!resume) {
+    Kokkos::deep_copy(space, count_list, 0);
+  }
+  if (n == 0 || leaves == 0) return;
   Kokkos::parallel_for(
-      "kfmm::neighbors::knn_walk", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nq), KOKKOS_LAMBDA(int q) {
-        double best_d2[K];
-        std::uint64_t best_id[K];
-        int count = resume ? count_out(q) : 0;
-        for (int j = 0; j < count; ++j) {
-          best_d2[j] = d2_out(q, j);
-          best_id[j] = id_out(q, j);
-        }
-        double const x[3] = {queries(q, 0), queries(q, 1), queries(q, 2)};
-        auto const node_gap2 = [&](int node) {
+      "kfmm::neighbors::knn_walk", Policy(space, leaves, Kokkos::AUTO), KOKKOS_LAMBDA(Member const& team) {
+        int const group = query_leaves(team.league_rank());
+        int const qb = qtree.particle_begin(group), qe = qtree.particle_end(group);
+        double const glo[3] = {qlo(group, 0), qlo(group, 1), qlo(group, 2)};
+        double const ghi[3] = {qhi(group, 0), qhi(group, 1), qhi(group, 2)};
+        auto const group_gap2 = [&](int node) {
           double g2 = 0;
           for (int a = 0; a < 3; ++a) {
-            double const g = interval_gap(x[a], lo(node, a), hi(node, a), periodic ? length[a] : 0.0);
+            double const g = intervals_gap(glo[a], ghi[a], lo(node, a), hi(node, a), periodic ? length[a] : 0.0);
             g2 += g * g;
           }
           return g2;
         };
-        if (n > 0) {
-          int stack_node[knn_stack_size];
-          double stack_gap[knn_stack_size];
-          int top = 0;
-          stack_node[0] = 0;
-          stack_gap[0] = node_gap2(0);
-          top = 1;
-          while (top > 0) {
-            --top;
-            int const node = stack_node[top];
-            double const bound = count < k ? DBL_MAX : best_d2[k - 1];
-            if (stack_gap[top] > bound) continue;
-            int const cb = tree.child_begin(node), ce = tree.child_end(node);
-            if (cb == ce) {
-              for (int i = tree.particle_begin(node); i < tree.particle_end(node); ++i) {
-                if (skip_same_index && i == q) continue;
-                double d2 = 0;
-                for (int a = 0; a < 3; ++a) {
-                  double const dx = x[a] - pos(i, a);
-                  double const g = periodic ? minimum_image_gap(dx, length[a]) : dx;
-                  d2 += g * g;
-                }
-                std::uint64_t const id = ids(i);
-                if (count == k && (d2 > best_d2[k - 1] || (d2 == best_d2[k - 1] && id >= best_id[k - 1]))) continue;
-                int j = count < k ? count : k - 1;
-                while (j > 0 && (best_d2[j - 1] > d2 || (best_d2[j - 1] == d2 && best_id[j - 1] > id))) {
-                  best_d2[j] = best_d2[j - 1];
-                  best_id[j] = best_id[j - 1];
-                  --j;
-                }
-                best_d2[j] = d2;
-                best_id[j] = id;
-                if (count < k) ++count;
+        // Every thread of the team runs the same walk (same decisions); queries are split at leaves.
+        double bound = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, qb, qe),
+            [&](int q, double& m) {
+              double const b = count_list(q) < k ? DBL_MAX : d2_list(q, k - 1);
+              m = b > m ? b : m;
+            },
+            Kokkos::Max<double>(bound));
+        int stack_node[knn_stack_size];
+        double stack_gap[knn_stack_size];
+        stack_node[0] = 0;
+        stack_gap[0] = group_gap2(0);
+        int top = 1;
+        while (top > 0) {
+          --top;
+          int const node = stack_node[top];
+          if (stack_gap[top] > bound) continue;
+          int const cb = tree.child_begin(node), ce = tree.child_end(node);
+          if (cb == ce) {
+            double const nlo[3] = {lo(node, 0), lo(node, 1), lo(node, 2)};
+            double const nhi[3] = {hi(node, 0), hi(node, 1), hi(node, 2)};
+            int const pb = tree.particle_begin(node), pe = tree.particle_end(node);
+            double new_bound = 0;
+            Kokkos::parallel_reduce(
+                Kokkos::TeamThreadRange(team, qb, qe),
+                [&](int q, double& m) {
+                  double const x[3] = {qpos(q, 0), qpos(q, 1), qpos(q, 2)};
+                  int count = count_list(q);
+                  double worst = count < k ? DBL_MAX : d2_list(q, k - 1);
+                  double g2 = 0;
+                  for (int a = 0; a < 3; ++a) {
+                    double const g = interval_gap(x[a], nlo[a], nhi[a], periodic ? length[a] : 0.0);
+                    g2 += g * g;
+                  }
+                  if (g2 <= worst) {
+                    for (int i = pb; i < pe; ++i) {
+                      double d2 = 0;
+                      for (int a = 0; a < 3; ++a) {
+                        double const dx = x[a] - pos(i, a);
+                        double const g = periodic ? minimum_image_gap(dx, length[a]) : dx;
+                        d2 += g * g;
+                      }
+                      if (d2 > worst || (skip_same_index && i == q)) continue;
+                      std::uint64_t const id = ids(i);
+                      if (count == k && d2 == worst && id >= id_list(q, k - 1)) continue;
+                      int j = count < k ? count : k - 1;
+                      while (j > 0 && (d2_list(q, j - 1) > d2 || (d2_list(q, j - 1) == d2 && id_list(q, j - 1) > id))) {
+                        d2_list(q, j) = d2_list(q, j - 1);
+                        id_list(q, j) = id_list(q, j - 1);
+                        --j;
+                      }
+                      d2_list(q, j) = d2;
+                      id_list(q, j) = id;
+                      if (count < k) ++count;
+                      if (count == k) worst = d2_list(q, k - 1);
+                    }
+                    count_list(q) = count;
+                  }
+                  m = worst > m ? worst : m;
+                },
+                Kokkos::Max<double>(new_bound));
+            bound = new_bound;
+          } else {
+            // Children within the bound, pushed farthest first so that the nearest pops first.
+            int child[8];
+            double gap[8];
+            int m = 0;
+            for (int c = cb; c < ce && m < 8; ++c) {
+              int const node_c = tree.child_index(c);
+              double const g = group_gap2(node_c);
+              if (g > bound) continue;
+              int j = m++;
+              while (j > 0 && gap[j - 1] < g) {
+                gap[j] = gap[j - 1];
+                child[j] = child[j - 1];
+                --j;
               }
-            } else {
-              // Children within the bound, pushed farthest first so that the nearest pops first.
-              int child[8];
-              double gap[8];
-              int m = 0;
-              double const limit = count < k ? DBL_MAX : best_d2[k - 1];
-              for (int c = cb; c < ce && m < 8; ++c) {
-                int const node_c = tree.child_index(c);
-                double const g = node_gap2(node_c);
-                if (g > limit) continue;
-                int j = m++;
-                while (j > 0 && gap[j - 1] < g) {
-                  gap[j] = gap[j - 1];
-                  child[j] = child[j - 1];
-                  --j;
-                }
-                gap[j] = g;
-                child[j] = node_c;
-              }
-              for (int j = 0; j < m && top < knn_stack_size; ++j) {
-                stack_node[top] = child[j];
-                stack_gap[top] = gap[j];
-                ++top;
-              }
+              gap[j] = g;
+              child[j] = node_c;
+            }
+            for (int j = 0; j < m && top < knn_stack_size; ++j) {
+              stack_node[top] = child[j];
+              stack_gap[top] = gap[j];
+              ++top;
             }
           }
         }
-        for (int j = 0; j < count; ++j) {
-          d2_out(q, j) = best_d2[j];
-          id_out(q, j) = best_id[j];
-        }
-        count_out(q) = count;
       });
   space.fence();
-}
-
-void knn_walk_any(ExecutionSpace const& space, KNNSource const& source, Vec3View<double> const& queries, int nq, int k,
-                  bool skip_same_index, KNNGeometry const& geometry, KNNLists const& lists, bool resume) {
-  if (k <= 8) return knn_walk<8>(space, source, queries, nq, k, skip_same_index, geometry, lists, resume);
-  if (k <= 16) return knn_walk<16>(space, source, queries, nq, k, skip_same_index, geometry, lists, resume);
-  if (k <= 32) return knn_walk<32>(space, source, queries, nq, k, skip_same_index, geometry, lists, resume);
-  if (k <= 64) return knn_walk<64>(space, source, queries, nq, k, skip_same_index, geometry, lists, resume);
-  knn_walk<max_knn_k>(space, source, queries, nq, k, skip_same_index, geometry, lists, resume);
 }
 
 /// Ids of the tree's points in its sorted order.
@@ -367,7 +417,8 @@ KNNResult knn_impl(ExecutionSpace const& space, Context const& context, Particle
   lists.d2 = decltype(lists.d2)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::knn::d2"), nq, k);
   lists.id = decltype(lists.id)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::knn::ids"), nq, k);
   lists.count = ScalarView<int>("kfmm::knn::count", nq);
-  knn_walk_any(space, local, query_tree.pos, int(nq), k, exclude, geometry, lists, false);
+  auto const query_leaves = leaf_nodes(space, query_tree.tree);
+  knn_walk(space, local, query_tree, query_leaves, k, exclude, geometry, lists, false);
 
   // Particles of other ranks within each query leaf's k-th distance, then the walk goes on.
   if (context.size() > 1) {
@@ -379,7 +430,7 @@ KNNResult knn_impl(ExecutionSpace const& space, Context const& context, Particle
     KNNSource remote;
     collectively(context, [&] { remote.tree = build_point_tree(space, ghosts.pos, ghosts.num, options.leaf_size); });
     remote.id = sorted_ids(space, remote.tree, ghosts.id);
-    knn_walk_any(space, remote, query_tree.pos, int(nq), k, false, geometry, lists, true);
+    knn_walk(space, remote, query_tree, query_leaves, k, false, geometry, lists, true);
   }
 
   KNNResult result = unsorted_result(space, lists, query_tree.order, int(nq), k);

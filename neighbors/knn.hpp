@@ -25,7 +25,7 @@ struct KNNOptions {
   /// extent along an axis must not exceed the box length; positions are wrapped into [0, L).
   PeriodicBox periodic;
   /// Leaf size of the search trees; queries of one leaf share a ghost-import radius.
-  int leaf_size = 16;
+  int leaf_size = 64;
 };
 
 /// \brief Neighbours of each query, in the caller's order of queries: row i holds the k
