@@ -19,6 +19,7 @@ namespace detail {
 struct KNNLists {
   Kokkos::View<double**, Kokkos::LayoutRight, MemorySpace> d2;
   Kokkos::View<std::uint64_t**, Kokkos::LayoutRight, MemorySpace> id;
+  Kokkos::View<double**, Kokkos::LayoutRight, MemorySpace> mass;  ///< (nq, k), or empty: not carried
   ScalarView<int> count;
 };
 
@@ -26,6 +27,7 @@ struct KNNLists {
 struct KNNSource {
   PointTree tree;
   ScalarView<std::uint64_t> id;
+  ScalarView<double> mass;  ///< in sorted order, when the lists carry masses
 };
 
 struct KNNGeometry {
@@ -84,6 +86,9 @@ void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree co
   auto const qpos = query_tree.pos, qlo = query_tree.lo, qhi = query_tree.hi;
   auto const d2_list = lists.d2;
   auto const id_list = lists.id;
+  auto const mass_list = lists.mass;
+  auto const masses = source.mass;
+  bool const carry_mass = lists.mass.extent(0) > 0;
   auto const count_list = lists.count;
   bool const periodic = geometry.periodic;
   auto const length = geometry.length;
@@ -156,10 +161,12 @@ void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree co
                       while (j > 0 && (d2_list(q, j - 1) > d2 || (d2_list(q, j - 1) == d2 && id_list(q, j - 1) > id))) {
                         d2_list(q, j) = d2_list(q, j - 1);
                         id_list(q, j) = id_list(q, j - 1);
+                        if (carry_mass) mass_list(q, j) = mass_list(q, j - 1);
                         --j;
                       }
                       d2_list(q, j) = d2;
                       id_list(q, j) = id;
+                      if (carry_mass) mass_list(q, j) = masses(i);
                       if (count < k) ++count;
                       if (count == k) worst = d2_list(q, k - 1);
                     }
@@ -198,15 +205,14 @@ void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree co
   space.fence();
 }
 
-/// Ids of the tree's points in its sorted order.
-ScalarView<std::uint64_t> sorted_ids(ExecutionSpace const& space, PointTree const& tree,
-                                     ScalarView<std::uint64_t> const& ids) {
-  ScalarView<std::uint64_t> sorted(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::neighbors::sorted_ids"),
-                                   tree.n);
+/// Values of the tree's points (ids, masses) in its sorted order.
+template <class T>
+ScalarView<T> sorted_values(ExecutionSpace const& space, PointTree const& tree, ScalarView<T> const& values) {
+  ScalarView<T> sorted(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::neighbors::sorted_values"), tree.n);
   auto const order = tree.order;
   Kokkos::parallel_for(
-      "kfmm::neighbors::sorted_ids", Kokkos::RangePolicy<ExecutionSpace>(space, 0, tree.n),
-      KOKKOS_LAMBDA(int i) { sorted(i) = ids(order(i)); });
+      "kfmm::neighbors::sorted_values", Kokkos::RangePolicy<ExecutionSpace>(space, 0, tree.n),
+      KOKKOS_LAMBDA(int i) { sorted(i) = values(order(i)); });
   return sorted;
 }
 
@@ -280,16 +286,21 @@ KNNResult unsorted_result(ExecutionSpace const& space, KNNLists const& lists, Sc
   r.num = nq;
   r.distance = decltype(r.distance)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::knn::distance"), nq, k);
   r.id = decltype(r.id)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::knn::id"), nq, k);
+  bool const carry_mass = lists.mass.extent(0) > 0;
+  if (carry_mass) r.mass = decltype(r.mass)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::knn::mass"), nq, k);
   auto const distance = r.distance;
   auto const id = r.id;
+  auto const mass = r.mass;
   auto const d2 = lists.d2;
   auto const ids = lists.id;
+  auto const masses = lists.mass;
   Kokkos::parallel_for(
       "kfmm::neighbors::knn_result", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nq), KOKKOS_LAMBDA(int q) {
         std::size_t const row = order(q);
         for (int j = 0; j < k; ++j) {
           distance(row, j) = compat::math::sqrt(d2(q, j));
           id(row, j) = ids(q, j);
+          if (carry_mass) mass(row, j) = masses(q, j);
         }
       });
   space.fence();
@@ -412,11 +423,14 @@ KNNResult knn_impl(ExecutionSpace const& space, Context const& context, Particle
     local.tree = build_point_tree(space, work.pos, work.num, options.leaf_size);
     query_tree = self ? local.tree : build_point_tree(space, queries, nq, options.leaf_size);
   });
-  local.id = sorted_ids(space, local.tree, work.id);
+  local.id = sorted_values(space, local.tree, work.id);
+  if (options.neighbour_masses) local.mass = sorted_values(space, local.tree, work.mass);
   KNNLists lists;
   lists.d2 = decltype(lists.d2)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::knn::d2"), nq, k);
   lists.id = decltype(lists.id)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::knn::ids"), nq, k);
   lists.count = ScalarView<int>("kfmm::knn::count", nq);
+  if (options.neighbour_masses)
+    lists.mass = decltype(lists.mass)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::knn::masses"), nq, k);
   auto const query_leaves = leaf_nodes(space, query_tree.tree);
   knn_walk(space, local, query_tree, query_leaves, k, exclude, geometry, lists, false);
 
@@ -429,7 +443,8 @@ KNNResult knn_impl(ExecutionSpace const& space, Context const& context, Particle
     auto const ghosts = import_ghosts(space, context, work, boxes, ghost_options);
     KNNSource remote;
     collectively(context, [&] { remote.tree = build_point_tree(space, ghosts.pos, ghosts.num, options.leaf_size); });
-    remote.id = sorted_ids(space, remote.tree, ghosts.id);
+    remote.id = sorted_values(space, remote.tree, ghosts.id);
+    if (options.neighbour_masses) remote.mass = sorted_values(space, remote.tree, ghosts.mass);
     knn_walk(space, remote, query_tree, query_leaves, k, false, geometry, lists, true);
   }
 
@@ -438,6 +453,7 @@ KNNResult knn_impl(ExecutionSpace const& space, Context const& context, Particle
     KNNResult back;
     back.distance = plan.reverse(result.distance);
     back.id = plan.reverse(result.id);
+    if (options.neighbour_masses) back.mass = plan.reverse(result.mass);
     back.num = self ? particles.num : num_queries;
     return back;
   }

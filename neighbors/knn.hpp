@@ -26,6 +26,8 @@ struct KNNOptions {
   PeriodicBox periodic;
   /// Leaf size of the search trees; queries of one leaf share a ghost-import radius.
   int leaf_size = 64;
+  /// Also return each neighbour's mass (KNNResult::mass), e.g. for knn_density().
+  bool neighbour_masses = false;
 };
 
 /// \brief Neighbours of each query, in the caller's order of queries: row i holds the k
@@ -34,6 +36,7 @@ struct KNNOptions {
 struct KNNResult {
   Kokkos::View<double**, Kokkos::LayoutRight, MemorySpace> distance;      ///< (num, k)
   Kokkos::View<std::uint64_t**, Kokkos::LayoutRight, MemorySpace> id;     ///< (num, k) particle ids
+  Kokkos::View<double**, Kokkos::LayoutRight, MemorySpace> mass;          ///< (num, k) with neighbour_masses
   std::size_t num = 0;
 };
 
