@@ -4,6 +4,7 @@
 #include <kfmm/comm/context.hpp>
 #include <kfmm/core/error.hpp>
 #include <kfmm/neighbors/knn.hpp>
+#include <kfmm/neighbors/knn_density.hpp>
 
 #include <gtest/gtest.h>
 
@@ -170,6 +171,8 @@ TEST_F(KNNTest, UniformSelfQueryExcludingSelf) {
   KNNOptions o;
   o.k = 8;
   check_self(make_points(2000, Shape::Uniform, unit, 0, 1), o);
+  o.leaf_size = 3;  // deep trees, leaves smaller than k
+  check_self(make_points(2000, Shape::Uniform, unit, 0, 1), o);
 }
 
 TEST_F(KNNTest, ClusteredSelfQuery) {
@@ -239,6 +242,50 @@ TEST_F(KNNTest, SeparateQuerySet) {
   o.k = 100;
   o.periodic = {};
   check_queries(make_points(100, Shape::Coincident, unit, 0, 16), make_points(50, Shape::Uniform, unit, 0, 17), o);
+}
+
+TEST_F(KNNTest, DensityMatchesDirectSums) {
+  auto const s = make_points(900, Shape::Clustered, unit, 0, 19);
+  auto const rows = share(s.size(), context.rank(), context.size());
+  auto particles = to_particles(s, rows);
+  // Unequal masses: particle of global row i weighs 1 + i % 3.
+  auto mass = Kokkos::create_mirror_view(particles.mass);
+  Kokkos::deep_copy(mass, particles.mass);
+  for (std::size_t m = 0; m < rows.size(); ++m) mass(m) = 1.0 + rows[m] % 3;
+  Kokkos::deep_copy(particles.mass, mass);
+  std::vector<double> mass_of_id(6 * s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) mass_of_id[s.id[i]] = 1.0 + i % 3;
+  KNNOptions o;
+  o.k = 10;
+  o.neighbour_masses = true;
+  auto const result = kfmm::knn(space, context, particles, o);
+  auto const density = Kokkos::create_mirror_view_and_copy(
+      Kokkos::HostSpace(), kfmm::knn_density(space, context, result, particles.mass));
+  for (std::size_t m = 0; m < rows.size(); ++m) {
+    auto const nearest = brute_force(s, &s.pos[3 * rows[m]], o.k, o.periodic, rows[m]);
+    double const h = nearest.back().first;
+    double expected = (1.0 + rows[m] % 3) * 8 / (M_PI * h * h * h);
+    for (auto const& [r, id] : nearest) {
+      double const u = r / h;
+      double const w = u < 0.5 ? 1 - 6 * u * u + 6 * u * u * u : u < 1 ? 2 * std::pow(1 - u, 3) : 0;
+      expected += mass_of_id[id] * 8 / (M_PI * h * h * h) * w;
+    }
+    ASSERT_NEAR(density(m), expected, 1e-10 * expected) << "row " << m;
+  }
+  // Without masses in the result, and with the k-th neighbour at distance 0: errors.
+  o.neighbour_masses = false;
+  auto const plain = kfmm::knn(space, context, particles, o);
+  EXPECT_THROW(kfmm::knn_density(space, context, plain, particles.mass), kfmm::Error);
+  auto const piled = to_particles(make_points(300, Shape::Coincident, unit, 0, 20),
+                                  share(300, context.rank(), context.size()));
+  o.neighbour_masses = true;
+  auto const zero = kfmm::knn(space, context, piled, o);
+  try {
+    kfmm::knn_density(space, context, zero, piled.mass);
+    ADD_FAILURE() << "no error";
+  } catch (kfmm::Error const& e) {
+    EXPECT_NE(std::string(e.what()).find("distance 0"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(KNNTest, BadInputIsAnErrorOnEveryRank) {
