@@ -36,6 +36,7 @@ struct KNNGeometry {
 };
 
 inline constexpr int knn_stack_size = 192;  // ≥ 7 pending children per level × 22 levels + 1
+inline constexpr int knn_chunk = 16;        // source points whose distances a query computes at once
 
 /// Gap between the intervals [a, b] and [c, d] along an axis, minimum image when `length` > 0.
 KOKKOS_INLINE_FUNCTION double intervals_gap(double a, double b, double c, double d, double length) {
@@ -73,6 +74,7 @@ ScalarView<int> leaf_nodes(ExecutionSpace const& space, Tree<> const& tree) {
 /// distances are not pruned: a smaller id may win. Lists live in `lists` (global memory), so
 /// `resume` continues from them; `skip_same_index` leaves out source point i for query i
 /// (self-query on one tree).
+template <int K>
 void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree const& query_tree,
               ScalarView<int> const& query_leaves, int k, bool skip_same_index, KNNGeometry const& geometry,
               KNNLists const& lists, bool resume) {
@@ -147,28 +149,52 @@ void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree co
                     g2 += g * g;
                   }
                   if (g2 <= worst) {
-                    for (int i = pb; i < pe; ++i) {
+                    // The list in local arrays while the leaf is scanned (no aliasing with the
+                    // source Views, so the compiler keeps it close).
+                    double best_d2[K];
+                    std::uint64_t best_id[K];
+                    double best_mass[K];
+                    for (int j = 0; j < count; ++j) {
+                      best_d2[j] = d2_list(q, j);
+                      best_id[j] = id_list(q, j);
+                      if (carry_mass) best_mass[j] = mass_list(q, j);
+                    }
+                    for (int c0 = pb; c0 < pe; c0 += knn_chunk) {
+                    // Distances of a chunk first (a loop that vectorises), then the few insertions.
+                    int const c1 = pe - c0 < knn_chunk ? pe : c0 + knn_chunk;
+                    double chunk[knn_chunk];
+                    for (int i = c0; i < c1; ++i) {
                       double d2 = 0;
                       for (int a = 0; a < 3; ++a) {
                         double const dx = x[a] - pos(i, a);
                         double const g = periodic ? minimum_image_gap(dx, length[a]) : dx;
                         d2 += g * g;
                       }
+                      chunk[i - c0] = d2;
+                    }
+                    for (int i = c0; i < c1; ++i) {
+                      double const d2 = chunk[i - c0];
                       if (d2 > worst || (skip_same_index && i == q)) continue;
                       std::uint64_t const id = ids(i);
-                      if (count == k && d2 == worst && id >= id_list(q, k - 1)) continue;
+                      if (count == k && d2 == worst && id >= best_id[k - 1]) continue;
                       int j = count < k ? count : k - 1;
-                      while (j > 0 && (d2_list(q, j - 1) > d2 || (d2_list(q, j - 1) == d2 && id_list(q, j - 1) > id))) {
-                        d2_list(q, j) = d2_list(q, j - 1);
-                        id_list(q, j) = id_list(q, j - 1);
-                        if (carry_mass) mass_list(q, j) = mass_list(q, j - 1);
+                      while (j > 0 && (best_d2[j - 1] > d2 || (best_d2[j - 1] == d2 && best_id[j - 1] > id))) {
+                        best_d2[j] = best_d2[j - 1];
+                        best_id[j] = best_id[j - 1];
+                        if (carry_mass) best_mass[j] = best_mass[j - 1];
                         --j;
                       }
-                      d2_list(q, j) = d2;
-                      id_list(q, j) = id;
-                      if (carry_mass) mass_list(q, j) = masses(i);
+                      best_d2[j] = d2;
+                      best_id[j] = id;
+                      if (carry_mass) best_mass[j] = masses(i);
                       if (count < k) ++count;
-                      if (count == k) worst = d2_list(q, k - 1);
+                      if (count == k) worst = best_d2[k - 1];
+                    }
+                    }
+                    for (int j = 0; j < count; ++j) {
+                      d2_list(q, j) = best_d2[j];
+                      id_list(q, j) = best_id[j];
+                      if (carry_mass) mass_list(q, j) = best_mass[j];
                     }
                     count_list(q) = count;
                   }
@@ -203,6 +229,17 @@ void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree co
         }
       });
   space.fence();
+}
+
+/// knn_walk with the smallest list capacity K of 8, 16, 32, 64, 128 that holds k.
+void knn_walk_any(ExecutionSpace const& space, KNNSource const& source, PointTree const& query_tree,
+                  ScalarView<int> const& query_leaves, int k, bool skip_same_index, KNNGeometry const& geometry,
+                  KNNLists const& lists, bool resume) {
+  if (k <= 8) return knn_walk<8>(space, source, query_tree, query_leaves, k, skip_same_index, geometry, lists, resume);
+  if (k <= 16) return knn_walk<16>(space, source, query_tree, query_leaves, k, skip_same_index, geometry, lists, resume);
+  if (k <= 32) return knn_walk<32>(space, source, query_tree, query_leaves, k, skip_same_index, geometry, lists, resume);
+  if (k <= 64) return knn_walk<64>(space, source, query_tree, query_leaves, k, skip_same_index, geometry, lists, resume);
+  knn_walk<max_knn_k>(space, source, query_tree, query_leaves, k, skip_same_index, geometry, lists, resume);
 }
 
 /// Values of the tree's points (ids, masses) in its sorted order.
@@ -432,7 +469,7 @@ KNNResult knn_impl(ExecutionSpace const& space, Context const& context, Particle
   if (options.neighbour_masses)
     lists.mass = decltype(lists.mass)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::knn::masses"), nq, k);
   auto const query_leaves = leaf_nodes(space, query_tree.tree);
-  knn_walk(space, local, query_tree, query_leaves, k, exclude, geometry, lists, false);
+  knn_walk_any(space, local, query_tree, query_leaves, k, exclude, geometry, lists, false);
 
   // Particles of other ranks within each query leaf's k-th distance, then the walk goes on.
   if (context.size() > 1) {
@@ -445,7 +482,7 @@ KNNResult knn_impl(ExecutionSpace const& space, Context const& context, Particle
     collectively(context, [&] { remote.tree = build_point_tree(space, ghosts.pos, ghosts.num, options.leaf_size); });
     remote.id = sorted_values(space, remote.tree, ghosts.id);
     if (options.neighbour_masses) remote.mass = sorted_values(space, remote.tree, ghosts.mass);
-    knn_walk(space, remote, query_tree, query_leaves, k, false, geometry, lists, true);
+    knn_walk_any(space, remote, query_tree, query_leaves, k, false, geometry, lists, true);
   }
 
   KNNResult result = unsorted_result(space, lists, query_tree.order, int(nq), k);
