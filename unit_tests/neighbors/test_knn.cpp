@@ -224,6 +224,18 @@ TEST_F(KNNTest, KLargerThanTheLocalCount) {
   check_self(make_points(30, Shape::Clustered, unit, 0, 9), o);
 }
 
+TEST_F(KNNTest, FewerParticlesThanRanks) {
+  // 3 particles: on 4 ranks at least one rank holds none, and may hold queries.
+  KNNOptions o;
+  o.k = 2;
+  check_self(make_points(3, Shape::Uniform, unit, 0, 21), o);
+  o.k = 3;
+  check_queries(make_points(3, Shape::Clustered, unit, 0, 22), make_points(9, Shape::Uniform, unit, 0, 23), o);
+  o.periodic = PeriodicBox::cube(1.0);
+  o.k = 1;
+  check_self(make_points(2, Shape::Uniform, unit, 0, 24), o);
+}
+
 TEST_F(KNNTest, LargeKUsesTheWideLists) {
   KNNOptions o;
   o.k = 40;
