@@ -87,8 +87,8 @@ std::vector<double> chunk_boxes(ExecutionSpace const& space, PointTree const& t,
   return result;
 }
 
-/// Calls visit(rank, image, shifted inflated lo, hi) for every (rank, image) whose particles
-/// may lie within the box's radius: rank_boxes holds, per rank, its union box then its chunk
+/// Calls visit(rank, image) for every (rank, image) whose particles may lie within the box's
+/// radius: rank_boxes holds, per rank, its union box then its chunk
 /// boxes (6 doubles each, `per_rank` boxes after the union).
 template <class RankBoxes, class Visit>
 KOKKOS_INLINE_FUNCTION void for_each_partner(QueryBox const& box, RankBoxes const& rank_boxes, int ranks, int per_rank,
@@ -122,7 +122,7 @@ KOKKOS_INLINE_FUNCTION void for_each_partner(QueryBox const& box, RankBoxes cons
           if (!meets(base)) continue;
           bool any = false;
           for (int c = 1; c <= per_rank && !any; ++c) any = meets(base + 6 * std::size_t(c));
-          if (any) visit(r, image, lo, hi);
+          if (any) visit(r, image);
         }
   }
 }
@@ -180,7 +180,7 @@ void make_requests(ExecutionSpace const& space, Context const& context,
       "kfmm::neighbors::count_requests", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n), KOKKOS_LAMBDA(std::size_t i) {
         std::size_t count = 0;
         for_each_partner(boxes(i), rank_boxes, ranks, per_rank, self, skip_self, periodic, length.data(),
-                         [&](int, int, double const*, double const*) { ++count; });
+                         [&](int, int) { ++count; });
         offsets(i) = count;
       });
   std::size_t const total = exclusive_scan_in_place(space, offsets, n + 1);
@@ -194,7 +194,7 @@ void make_requests(ExecutionSpace const& space, Context const& context,
         std::size_t slot = offsets(i);
         QueryBox const box = boxes(i);
         for_each_partner(box, rank_boxes, ranks, per_rank, self, skip_self, periodic, length.data(),
-                         [&](int r, int image, double const*, double const*) {
+                         [&](int r, int image) {
                            GhostRequest q;
                            for (int k = 0; k < 3; ++k) {
                              // The box in the receiver's frame: the image x + s·L lies in the
