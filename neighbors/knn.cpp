@@ -269,6 +269,30 @@ std::size_t scan_positions(ExecutionSpace const& space, Vec3View<double> const& 
   return first;
 }
 
+/// A copy of the valid particles in one pass (Particles::assign goes through contiguous
+/// staging buffers, which only copies between memory spaces need).
+Particles<MemorySpace> copy_particles(ExecutionSpace const& space, Particles<MemorySpace> const& from) {
+  Particles<MemorySpace> to(from.num);
+  to.num = from.num;
+  auto const pos = to.pos, vel = to.vel;
+  auto const mass = to.mass;
+  auto const id = to.id;
+  auto const fpos = from.pos, fvel = from.vel;
+  auto const fmass = from.mass;
+  auto const fid = from.id;
+  Kokkos::parallel_for(
+      "kfmm::neighbors::copy_particles", Kokkos::RangePolicy<ExecutionSpace>(space, 0, from.num),
+      KOKKOS_LAMBDA(std::size_t i) {
+        for (int a = 0; a < 3; ++a) {
+          pos(i, a) = fpos(i, a);
+          vel(i, a) = fvel(i, a);
+        }
+        mass(i) = fmass(i);
+        id(i) = fid(i);
+      });
+  return to;
+}
+
 /// Positions wrapped into the periodic box (a copy, so the caller's stay as they are).
 void wrap_positions(ExecutionSpace const& space, Vec3View<double> const& pos, std::size_t n, KNNGeometry const& g) {
   if (!g.periodic) return;
@@ -406,8 +430,7 @@ KNNResult knn_impl(ExecutionSpace const& space, Context const& context, Particle
   agree_on_error(context, error);
 
   // Working copies: wrapped into the box, moved to Hilbert domains on more than one rank.
-  Particles<MemorySpace> work(particles.num);
-  work.assign(particles);
+  Particles<MemorySpace> work = copy_particles(space, particles);
   work.num_total = total;
   wrap_positions(space, work.pos, work.num, geometry);
   Vec3View<double> queries;
