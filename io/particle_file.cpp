@@ -262,6 +262,16 @@ class SnapshotFileWriter {
       write_scalars<Value>("Potential", fields->potential, potential_dimension);
     if (fields && fields->acceleration.extent(0) > 0)
       write_vectors<Value>("Acceleration", fields->acceleration, acceleration_dimension);
+    if (fields)
+      for (auto const& extra : fields->extra) {
+        if (extra.integer) {
+          write_rows(extra.name.c_str(), H5T_STD_U64LE, H5T_NATIVE_UINT64, extra.columns, extra.integers.data(), nullptr);
+        } else {
+          std::vector<Value> rows(extra.values.begin(), extra.values.end());
+          write_rows(extra.name.c_str(), file_type<Value>(), memory_type<Value>(), extra.columns, rows.data(), nullptr);
+        }
+        fault_injection::point("snapshot.dataset");
+      }
   }
 
   Hdf5Handle make_group(char const* name) const {
@@ -358,6 +368,12 @@ void check_write_input(Particles<HostSpace> const& particles, ParticleFileOption
   if (fields->acceleration.extent(0) > 0 && fields->acceleration.extent(0) < particles.num)
     fail("ForceFields::acceleration has {} entries for {} particles; give one per particle or none",
          fields->acceleration.extent(0), particles.num);
+  for (auto const& extra : fields->extra) {
+    std::size_t const given = extra.integer ? extra.integers.size() : extra.values.size();
+    if (extra.columns < 1 || given != extra.columns * particles.num)
+      fail("extra dataset {} has {} values for {} particles x {} columns; give columns >= 1 values per particle",
+           extra.name, given, particles.num, extra.columns);
+  }
 }
 
 /// Presence flags must agree: a dataset is written by all ranks or none.

@@ -57,9 +57,21 @@ struct SnapshotHeader {
 
 /// \brief Optional per-particle force results, aligned with the particles (same local order).
 /// Empty Views mean "not present".
+/// \brief A per-particle dataset of /PartType1 beyond the standard ones (e.g. KNNDistance):
+/// `columns` values per local particle, row-major; `values` are stored in the file precision,
+/// `integers` (used when `integer`) as uint64. Every rank lists the same datasets in the same order.
+struct ExtraDataset {
+  std::string name;
+  std::size_t columns = 1;
+  bool integer = false;
+  std::vector<double> values;
+  std::vector<std::uint64_t> integers;
+};
+
 struct ForceFields {
   ScalarView<double, HostSpace> potential;
   Vec3View<double, HostSpace> acceleration;
+  std::vector<ExtraDataset> extra;  ///< written after the standard datasets, by write_particles only
 };
 
 /// \brief Writes the particles of every rank as one GADGET-4 snapshot. Collective.

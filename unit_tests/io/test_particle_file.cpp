@@ -6,6 +6,7 @@
 #include <kfmm/io/particle_file.hpp>
 
 #include <gtest/gtest.h>
+#include <hdf5.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -308,6 +309,47 @@ TEST_F(ParticleFileTest, ForceFieldsRoundTrip) {
   kfmm::read_particles(world, plain, nullptr, &back);
   EXPECT_EQ(back.potential.extent(0), 0u);
   EXPECT_EQ(back.acceleration.extent(0), 0u);
+}
+
+TEST_F(ParticleFileTest, ExtraDatasetsAreWrittenRowsInRankOrder) {
+  std::uint64_t const n = 57;
+  auto const particles = make_particles(world, n);
+  std::uint64_t const begin = slice_begin(n, world.rank(), world.size());
+  kfmm::ForceFields fields;
+  kfmm::ExtraDataset values{"Pairs", 2, false, {}, {}};
+  kfmm::ExtraDataset integers{"Labels", 3, true, {}, {}};
+  for (std::size_t i = 0; i < particles.num; ++i) {
+    values.values.push_back(0.5 * double(begin + i));
+    values.values.push_back(-1.0 * double(begin + i));
+    for (int c = 0; c < 3; ++c) integers.integers.push_back(10 * (begin + i) + c);
+  }
+  fields.extra = {values, integers};
+  std::string const file = path("extra.hdf5");
+  kfmm::write_particles(world, file, particles, SnapshotHeader{}, ParticleFileOptions{FileLayout::SingleFile, Precision::Double, 0},
+                        &fields);
+  if (world.is_root()) {
+    hid_t const f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    std::vector<double> pairs(2 * n);
+    std::vector<std::uint64_t> labels(3 * n);
+    hid_t const d1 = H5Dopen2(f, "/PartType1/Pairs", H5P_DEFAULT);
+    hid_t const d2 = H5Dopen2(f, "/PartType1/Labels", H5P_DEFAULT);
+    ASSERT_GE(H5Dread(d1, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, pairs.data()), 0);
+    ASSERT_GE(H5Dread(d2, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, labels.data()), 0);
+    H5Dclose(d1);
+    H5Dclose(d2);
+    H5Fclose(f);
+    for (std::uint64_t r = 0; r < n; ++r) {
+      EXPECT_EQ(pairs[2 * r], 0.5 * double(r));
+      EXPECT_EQ(pairs[2 * r + 1], -1.0 * double(r));
+      for (int c = 0; c < 3; ++c) EXPECT_EQ(labels[3 * r + c], 10 * r + c);
+    }
+  }
+  // A dataset with the wrong number of values is an error on every rank.
+  fields.extra[0].values.push_back(1.0);
+  EXPECT_THROW(kfmm::write_particles(world, path("bad_extra.hdf5"), particles, SnapshotHeader{}, ParticleFileOptions{},
+                                     &fields),
+               kfmm::Error);
 }
 
 TEST_F(ParticleFileTest, FailedWriteLeavesNoFileAndKeepsTheOldOne) {
