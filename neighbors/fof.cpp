@@ -5,6 +5,7 @@
 #include <kfmm/core/kokkos_compat.hpp>
 #include <kfmm/core/sort.hpp>
 #include <kfmm/core/tree.hpp>
+#include <kfmm/neighbors/union_find.hpp>
 
 #include <mpi.h>
 
@@ -16,46 +17,6 @@
 namespace kfmm {
 
 namespace detail {
-
-/// Root of x. Roots only ever get hooked under smaller roots, so parent(x) ≤ x and the walk
-/// ends; path halving writes an ancestor into a non-root slot, which stays valid whatever other
-/// threads do (non-roots never become roots again, trees only merge).
-KOKKOS_INLINE_FUNCTION int fof_find(int* parent, int x) {
-  volatile int* p = parent;
-  int up = p[x];
-  while (up != x) {
-    int const grand = p[up];
-    if (grand != up) p[x] = grand;
-    x = up;
-    up = p[x];
-  }
-  return x;
-}
-
-/// Joins the components of a and b: the larger root is hooked under the smaller with a
-/// compare-and-swap, retried when another thread hooked that root first (ECL-CC's scheme).
-KOKKOS_INLINE_FUNCTION void fof_union(int* parent, int a, int b) {
-  while (true) {
-    a = fof_find(parent, a);
-    b = fof_find(parent, b);
-    if (a == b) return;
-    if (a > b) {
-      int const t = a;
-      a = b;
-      b = t;
-    }
-    if (Kokkos::atomic_compare_exchange(parent + b, b, a) == b) return;
-  }
-}
-
-KOKKOS_INLINE_FUNCTION void fof_atomic_min(std::uint64_t* target, std::uint64_t value) {
-  std::uint64_t current = *static_cast<volatile std::uint64_t*>(target);
-  while (value < current) {
-    std::uint64_t const seen = Kokkos::atomic_compare_exchange(target, current, value);
-    if (seen == current) return;
-    current = seen;
-  }
-}
 
 /// Minimum-image difference (box > 0) or the plain difference.
 KOKKOS_INLINE_FUNCTION double fof_wrap_difference(double d, double box) {

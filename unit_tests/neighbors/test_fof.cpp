@@ -21,7 +21,7 @@ class FoF : public testing::Test {
 
   // Runs friends_of_friends on the points dealt to the ranks and compares every label with the
   // brute-force labels at the linking length the result reports.
-  void check(PointSet const& s, FoFOptions const& options, Deal deal, double expected_link = 0) {
+  kfmm::FoFResult check(PointSet const& s, FoFOptions const& options, Deal deal, double expected_link = 0) {
     auto const rows = my_rows(context, s.size(), deal);
     auto const particles = local_particles(context, s, rows);
     auto const result = kfmm::friends_of_friends(context, particles, options);
@@ -40,6 +40,7 @@ class FoF : public testing::Test {
     // The test must test something: some groups have several members, and not all are one.
     EXPECT_LT(groups, s.size());
     EXPECT_GT(groups, 1u);
+    return result;
   }
 };
 
@@ -94,9 +95,16 @@ TEST_F(FoF, ChainsAcrossRanks) {
   s.add(0.09 * 200 + 0.1001, 3.0, 0.0, 1);  // just beyond the second chain's end: alone
   FoFOptions options;
   options.linking_length = link;
-  check(s, options, Deal::Blocks);
-  check(s, options, Deal::RoundRobin);
-  check(s, options, Deal::AllOnRankZero);
+  for (Deal deal : {Deal::Blocks, Deal::RoundRobin, Deal::AllOnRankZero}) {
+    auto const result = check(s, options, deal);
+    if (context.size() > 1) {
+      // The chain crosses domains: ghosts came in and labels needed more than one round.
+      std::uint64_t ghosts = result.num_ghosts, total = 0;
+      MPI_Allreduce(&ghosts, &total, 1, MPI_UINT64_T, MPI_SUM, context.comm());
+      EXPECT_GT(total, 0u);
+      EXPECT_GE(result.merge_rounds, 2);
+    }
+  }
 }
 
 // Groups that wrap through the faces and a corner of the periodic box.
