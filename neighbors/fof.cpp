@@ -34,8 +34,8 @@ struct FoFGrid {
   double size = 1;       // edge of the cube of keys
   double box = 0;        // periodic box (0: open)
   double link2 = 0;      // squared linking length
-  int fine_shift = 0;    // key >> fine_shift = fine cell
-  int coarse_shift = 0;  // key >> coarse_shift = coarse cell (Morton of the coarse coordinates)
+  int fine_shift = 0;    // Morton key >> fine_shift = fine cell code, the sort key
+  int coarse_shift = 0;  // fine cell code >> coarse_shift = coarse cell (Morton of the coarse coordinates)
   std::uint32_t coarse_cells_per_axis = 1;
 };
 
@@ -46,6 +46,7 @@ void fof_sorted_points(ExecutionSpace const& space, Vec3View<double> const& pos,
   double const scale = double(std::uint64_t(1) << key_bits_per_axis) / grid.size;
   double const box = grid.box;
   double const c0 = grid.corner[0], c1 = grid.corner[1], c2 = grid.corner[2];
+  int const fine_shift = grid.fine_shift;
   Kokkos::parallel_for(
       "kfmm::fof::keys", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n), KOKKOS_LAMBDA(std::size_t i) {
         double const corner[3] = {c0, c1, c2};
@@ -59,7 +60,7 @@ void fof_sorted_points(ExecutionSpace const& space, Vec3View<double> const& pos,
           double const t = (x - corner[k]) * scale;
           g[k] = t >= double(max_grid_coordinate) ? max_grid_coordinate : t >= 0 ? static_cast<std::uint32_t>(t) : 0u;
         }
-        keys(i) = fof_morton(g[0], g[1], g[2]);
+        keys(i) = fof_morton(g[0], g[1], g[2]) >> fine_shift;  // order within a fine cell does not matter
       });
   KeySorter<MemorySpace, std::uint32_t> sorter;
   sorter.sort(space, keys, permutation, n);
@@ -76,7 +77,7 @@ void fof_sorted_points(ExecutionSpace const& space, Vec3View<double> const& pos,
       });
 }
 
-/// Fine cells: runs of equal key >> fine_shift. Returns their count; begin(c) is the first
+/// Fine cells: runs of equal (fine cell) keys >> shift. Returns their count; begin(c) is the first
 /// sorted point of cell c, begin(count) = n.
 int fof_fine_cells(ExecutionSpace const& space, ScalarView<std::uint64_t> const& keys, std::size_t n, int shift,
                    ScalarView<int>& begin) {
@@ -186,6 +187,8 @@ void fof_link_cells(ExecutionSpace const& space, FoFGrid const& grid, Vec3View<d
               if (skip) continue;
               std::uint64_t const k_code = fof_morton(std::uint32_t(neighbour[0]), std::uint32_t(neighbour[1]),
                                                       std::uint32_t(neighbour[2]));
+              // Each pair of coarse cells once, from the one with the smaller code.
+              if (k_code < code) continue;
               int const b_first = coarse_begin(k_code), b_last = coarse_begin(k_code + 1);
               for (int b = b_first < a ? a : b_first; b < b_last; ++b) {
                 bool const b_whole = whole(b) != 0;
@@ -257,17 +260,17 @@ void fof_components(ExecutionSpace const& space, Vec3View<double> const& pos, st
     grid.size = cube.size;
   }
   // Fine cells: the coarsest level whose edge is ≤ l/√3 (a full cell has a diagonal ≤ l);
-  // coarse cells: the finest level whose edge is ≥ l with at most max(2^21, 4n) cells.
+  // coarse cells: the finest level whose edge is ≥ l with at most max(2^24, 8n) cells.
   int fine = 0;
   while (fine < max_tree_level && grid.size / double(std::uint64_t(1) << fine) > linking_length / std::sqrt(3.0))
     ++fine;
-  std::size_t const max_cells = std::max<std::size_t>(std::size_t(1) << 21, 4 * n);
+  std::size_t const max_cells = std::max<std::size_t>(std::size_t(1) << 24, 8 * n);
   int coarse = 0;
   while (coarse + 1 <= fine && grid.size / double(std::uint64_t(1) << (coarse + 1)) >= linking_length &&
          (std::size_t(1) << (3 * (coarse + 1))) <= max_cells)
     ++coarse;
   grid.fine_shift = 3 * (max_tree_level - fine);
-  grid.coarse_shift = 3 * (max_tree_level - coarse);
+  grid.coarse_shift = 3 * (fine - coarse);
   grid.coarse_cells_per_axis = std::uint32_t(1) << coarse;
   std::size_t const coarse_cells = std::size_t(1) << (3 * coarse);
 
@@ -277,7 +280,7 @@ void fof_components(ExecutionSpace const& space, Vec3View<double> const& pos, st
   detail::fof_sorted_points(space, pos, n, grid, keys, permutation, sorted);
 
   ScalarView<int> begin;
-  int const cells = detail::fof_fine_cells(space, keys, n, grid.fine_shift, begin);
+  int const cells = detail::fof_fine_cells(space, keys, n, 0, begin);
   Vec3View<double> centre(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fof::centre"), cells);
   Vec3View<double> half(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fof::half"), cells);
   ScalarView<int> whole(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fof::whole"), cells);

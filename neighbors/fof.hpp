@@ -59,7 +59,7 @@ FoFResult friends_of_friends(Context const& context, Particles<> const& particle
 /// fine cell (edge ≤ linking length/√3) whose points' bounding box has a diagonal ≤ the linking
 /// length is linked as a whole, and pairs of fine cells are tested only when they lie in the
 /// same or adjacent cells of a coarse dense grid (edge ≥ linking length, at most
-/// max(2^21, 4n) cells), first by their bounding boxes, then point by point until one link is
+/// max(2^24, 8n) cells), first by their bounding boxes, then point by point until one link is
 /// found when both cells are linked as a whole. Links are made by a lock-free union-find
 /// (hooking the larger root under the smaller with compare-and-swap), so the components do not
 /// depend on the order in which threads find links.
