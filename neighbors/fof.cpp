@@ -34,19 +34,24 @@ struct FoFGrid {
   double size = 1;       // edge of the cube of keys
   double box = 0;        // periodic box (0: open)
   double link2 = 0;      // squared linking length
-  int fine_shift = 0;    // Morton key >> fine_shift = fine cell code, the sort key
-  int coarse_shift = 0;  // fine cell code >> coarse_shift = coarse cell (Morton of the coarse coordinates)
-  std::uint32_t coarse_cells_per_axis = 1;
+  // A fine cell's code (the sort key) is its coarse cell's row-major index (z, y, x) above the
+  // Morton code of its place inside the coarse cell: the fine cells of a coarse cell are
+  // contiguous, and so are those of the cells of a coarse row.
+  int fine_level = 0;    // fine cells: edge size / 2^fine_level
+  int coarse_level = 0;  // coarse cells: edge size / 2^coarse_level, 2^coarse_level per axis
+  int coarse_shift = 0;  // fine cell code >> coarse_shift = coarse cell index
 };
 
-/// Sorted Morton keys of the (wrapped) points, the sorted wrapped positions and the permutation.
+/// Sorted fine-cell codes of the (wrapped) points, the sorted wrapped positions and the permutation.
 void fof_sorted_points(ExecutionSpace const& space, Vec3View<double> const& pos, std::size_t n, FoFGrid const& grid,
                        ScalarView<std::uint64_t> const& keys, ScalarView<std::uint32_t> const& permutation,
                        Vec3View<double> const& sorted) {
   double const scale = double(std::uint64_t(1) << key_bits_per_axis) / grid.size;
   double const box = grid.box;
   double const c0 = grid.corner[0], c1 = grid.corner[1], c2 = grid.corner[2];
-  int const fine_shift = grid.fine_shift;
+  int const to_fine = key_bits_per_axis - grid.fine_level;
+  int const inside = grid.fine_level - grid.coarse_level;
+  int const coarse = grid.coarse_level;
   Kokkos::parallel_for(
       "kfmm::fof::keys", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n), KOKKOS_LAMBDA(std::size_t i) {
         double const corner[3] = {c0, c1, c2};
@@ -60,7 +65,13 @@ void fof_sorted_points(ExecutionSpace const& space, Vec3View<double> const& pos,
           double const t = (x - corner[k]) * scale;
           g[k] = t >= double(max_grid_coordinate) ? max_grid_coordinate : t >= 0 ? static_cast<std::uint32_t>(t) : 0u;
         }
-        keys(i) = fof_morton(g[0], g[1], g[2]) >> fine_shift;  // order within a fine cell does not matter
+        std::uint32_t f[3], c[3];
+        for (int k = 0; k < 3; ++k) {
+          f[k] = (g[k] >> to_fine) & ((std::uint32_t(1) << inside) - 1);
+          c[k] = g[k] >> (to_fine + inside);
+        }
+        std::uint64_t const row_major = (std::uint64_t(c[2]) << (2 * coarse)) | (std::uint64_t(c[1]) << coarse) | c[0];
+        keys(i) = (row_major << (3 * inside)) | fof_morton(f[0], f[1], f[2]);  // order inside a fine cell: any
       });
   KeySorter<MemorySpace, std::uint32_t> sorter;
   sorter.sort(space, keys, permutation, n);
@@ -157,14 +168,16 @@ void fof_link_cells(ExecutionSpace const& space, FoFGrid const& grid, Vec3View<d
                     ScalarView<int> const& coarse_begin, ScalarView<int> const& parent) {
   double const box = grid.box, link2 = grid.link2;
   int const shift = grid.coarse_shift;
-  int const side = int(grid.coarse_cells_per_axis);
+  int const level = grid.coarse_level;
+  int const side = 1 << level;
   bool const periodic = box > 0;
   int* const p = parent.data();
   Kokkos::parallel_for(
       "kfmm::fof::link_cells", Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, cells),
       KOKKOS_LAMBDA(int a) {
         std::uint64_t const code = keys(begin(a)) >> shift;
-        int const cell[3] = {int(compact_bits(code)), int(compact_bits(code >> 1)), int(compact_bits(code >> 2))};
+        int const cell[3] = {int(code & std::uint64_t(side - 1)), int((code >> level) & std::uint64_t(side - 1)),
+                             int(code >> (2 * level))};
         int const a_begin = begin(a), a_end = begin(a + 1);
         bool const a_whole = whole(a) != 0;
         for (int dz = -1; dz <= 1; ++dz)
@@ -185,9 +198,10 @@ void fof_link_cells(ExecutionSpace const& space, FoFGrid const& grid, Vec3View<d
                 neighbour[k] = c;
               }
               if (skip) continue;
-              std::uint64_t const k_code = fof_morton(std::uint32_t(neighbour[0]), std::uint32_t(neighbour[1]),
-                                                      std::uint32_t(neighbour[2]));
-              // Each pair of coarse cells once, from the one with the smaller code.
+              std::uint64_t const k_code = (std::uint64_t(neighbour[2]) << (2 * level)) |
+                                           (std::uint64_t(neighbour[1]) << level) | std::uint64_t(neighbour[0]);
+              // Each pair of coarse cells once, from the one with the smaller index; the cells
+              // of a row are adjacent in coarse_begin, so the lookups of a row share a cache line.
               if (k_code < code) continue;
               int const b_first = coarse_begin(k_code), b_last = coarse_begin(k_code + 1);
               for (int b = b_first < a ? a : b_first; b < b_last; ++b) {
@@ -269,9 +283,9 @@ void fof_components(ExecutionSpace const& space, Vec3View<double> const& pos, st
   while (coarse + 1 <= fine && grid.size / double(std::uint64_t(1) << (coarse + 1)) >= linking_length &&
          (std::size_t(1) << (3 * (coarse + 1))) <= max_cells)
     ++coarse;
-  grid.fine_shift = 3 * (max_tree_level - fine);
+  grid.fine_level = fine;
+  grid.coarse_level = coarse;
   grid.coarse_shift = 3 * (fine - coarse);
-  grid.coarse_cells_per_axis = std::uint32_t(1) << coarse;
   std::size_t const coarse_cells = std::size_t(1) << (3 * coarse);
 
   ScalarView<std::uint64_t> keys(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fof::keys"), n);
