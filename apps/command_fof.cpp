@@ -3,6 +3,7 @@
 // (any rank count), their catalogue in GADGET-4's fof_tab layout and, optionally, a copy of the
 // particles with PartType1/GroupNr.
 #include "commands.hpp"
+#include "fof_output.hpp"
 #include "input_options.hpp"
 
 #include <kfmm/fmm/config.hpp>
@@ -60,26 +61,8 @@ void run_fof(Context const& context, FoFCommandOptions const& options) {
   auto const all = gather_catalogue(context, catalogue);
   double const total_seconds = timer.seconds();
 
-  FoFTable table;
-  table.time = header.time;
-  table.redshift = header.redshift;
-  table.box_size = fof.box_size;
-  table.linking_length = result.linking_length;
-  table.b = options.linking_length > 0 ? 0 : options.b;
-  table.min_members = options.min_members;
-  table.num_members_total = all.num_members_total;
-  for (std::size_t g = 0; g < all.num; ++g) {
-    table.length.push_back(all.length(g));
-    table.min_id.push_back(all.label(g));
-    table.mass.push_back(all.mass(g));
-    table.velocity_dispersion.push_back(all.velocity_dispersion(g));
-    table.half_mass_radius.push_back(all.half_mass_radius(g));
-    for (int k = 0; k < 3; ++k) {
-      table.pos.push_back(all.pos(g, k));
-      table.vel.push_back(all.vel(g, k));
-    }
-    if (options.most_bound) table.most_bound_id.push_back(all.most_bound_id(g));
-  }
+  auto const table = fof_table(all, header.time, header.redshift, fof.box_size, result.linking_length,
+                               options.linking_length > 0 ? 0 : options.b, options.min_members);
   write_fof_table(context, options.output, table);
 
   if (!options.particles_out.empty()) {

@@ -87,6 +87,9 @@ Key const keys[] = {
   {"output.compression", "int", "1", "0: contiguous datasets (fastest to write); 1..9: chunked + shuffle + deflate level (1: about 43 % smaller for clumps)", "", 0, 9},
   {"output.diagnostics", "string", "diagnostics.csv", "per-step energies and momenta, inside output.directory (empty: none)"},
   {"output.restart_every", "int", "0", "also write a restart every this many steps (always on SIGTERM/SIGINT and at the end)", "", 0, 1e12},
+  {"output.fof", "bool", "false", "friends-of-friends catalogue fof_tab_NNN.hdf5 (GADGET-4 layout, open boundaries) at every output"},
+  {"output.fof_b", "float", "0.2", "FoF linking length in mean interparticle separations of the particles' bounding box", "", 1e-300, 1e300},
+  {"output.fof_min_members", "int", "20", "smallest group in the FoF catalogues", "", 1, 1e12},
 };
 // clang-format on
 
@@ -383,6 +386,9 @@ RunSettings settings_from(YAML::Node const& root, std::string const& source) {
   settings.snapshot_options.layout = parse_file_layout(values.string("output.layout"));
   settings.snapshot_options.precision = parse_precision(values.string("output.precision"));
   settings.snapshot_options.compression = static_cast<int>(values.integer("output.compression"));
+  settings.fof.enabled = values.boolean("output.fof");
+  settings.fof.b = values.number("output.fof_b");
+  settings.fof.min_members = static_cast<std::uint64_t>(values.integer("output.fof_min_members"));
 
   try {
     simulation.validate();
