@@ -28,6 +28,10 @@ KOKKOS_INLINE_FUNCTION std::uint64_t fof_morton(std::uint32_t x, std::uint32_t y
   return spread_bits(x) | (spread_bits(y) << 1) | (spread_bits(z) << 2);
 }
 
+/// Per fine cell, in one cache line: centre (0..2), half extent (3..5) of its points' bounding
+/// box, 1 when the cell is linked as a whole (6).
+using FoFCellBoxes = Kokkos::View<double* [8], Kokkos::LayoutRight, MemorySpace>;
+
 /// The frame and the two grid levels of one linking pass.
 struct FoFGrid {
   double corner[3] = {0, 0, 0};
@@ -118,8 +122,7 @@ int fof_fine_cells(ExecutionSpace const& space, ScalarView<std::uint64_t> const&
 /// linking length is linked as a whole (every point's parent is its first point), else every
 /// point starts as its own root.
 void fof_cell_boxes(ExecutionSpace const& space, Vec3View<double> const& sorted, ScalarView<int> const& begin, int cells,
-                    double link2, Vec3View<double> const& centre, Vec3View<double> const& half,
-                    ScalarView<int> const& whole, ScalarView<int> const& parent) {
+                    double link2, FoFCellBoxes const& box, ScalarView<int> const& parent) {
   Kokkos::parallel_for(
       "kfmm::fof::cell_boxes", Kokkos::RangePolicy<ExecutionSpace>(space, 0, cells), KOKKOS_LAMBDA(int c) {
         int const b = begin(c), e = begin(c + 1);
@@ -131,12 +134,13 @@ void fof_cell_boxes(ExecutionSpace const& space, Vec3View<double> const& sorted,
             lo = x < lo ? x : lo;
             hi = x > hi ? x : hi;
           }
-          centre(c, k) = 0.5 * (lo + hi);
-          half(c, k) = 0.5 * (hi - lo);
+          box(c, k) = 0.5 * (lo + hi);
+          box(c, 3 + k) = 0.5 * (hi - lo);
           diagonal2 += (hi - lo) * (hi - lo);
         }
         bool const linked = diagonal2 <= link2;
-        whole(c) = linked ? 1 : 0;
+        box(c, 6) = linked ? 1 : 0;
+        box(c, 7) = 0;
         for (int i = b; i < e; ++i) parent(i) = linked ? b : i;
       });
 }
@@ -164,7 +168,7 @@ void fof_coarse_grid(ExecutionSpace const& space, ScalarView<std::uint64_t> cons
 /// the points closer than the linking length.
 void fof_link_cells(ExecutionSpace const& space, FoFGrid const& grid, Vec3View<double> const& sorted,
                     ScalarView<std::uint64_t> const& keys, ScalarView<int> const& begin, int cells,
-                    Vec3View<double> const& centre, Vec3View<double> const& half, ScalarView<int> const& whole,
+                    FoFCellBoxes const& boxes,
                     ScalarView<int> const& coarse_begin, ScalarView<int> const& parent) {
   double const box = grid.box, link2 = grid.link2;
   int const shift = grid.coarse_shift;
@@ -179,7 +183,7 @@ void fof_link_cells(ExecutionSpace const& space, FoFGrid const& grid, Vec3View<d
         int const cell[3] = {int(code & std::uint64_t(side - 1)), int((code >> level) & std::uint64_t(side - 1)),
                              int(code >> (2 * level))};
         int const a_begin = begin(a), a_end = begin(a + 1);
-        bool const a_whole = whole(a) != 0;
+        bool const a_whole = boxes(a, 6) != 0;
         for (int dz = -1; dz <= 1; ++dz)
           for (int dy = -1; dy <= 1; ++dy)
             for (int dx = -1; dx <= 1; ++dx) {
@@ -205,13 +209,13 @@ void fof_link_cells(ExecutionSpace const& space, FoFGrid const& grid, Vec3View<d
               if (k_code < code) continue;
               int const b_first = coarse_begin(k_code), b_last = coarse_begin(k_code + 1);
               for (int b = b_first < a ? a : b_first; b < b_last; ++b) {
-                bool const b_whole = whole(b) != 0;
+                bool const b_whole = boxes(b, 6) != 0;
                 if (b == a && a_whole) continue;
                 double gap2 = 0, far2 = 0;
                 for (int k = 0; k < 3; ++k) {
-                  double const d = compat::math::fabs(fof_wrap_difference(centre(b, k) - centre(a, k), box));
-                  double const g = d - half(a, k) - half(b, k);
-                  double const f = d + half(a, k) + half(b, k);
+                  double const d = compat::math::fabs(fof_wrap_difference(boxes(b, k) - boxes(a, k), box));
+                  double const g = d - boxes(a, 3 + k) - boxes(b, 3 + k);
+                  double const f = d + boxes(a, 3 + k) + boxes(b, 3 + k);
                   gap2 += g > 0 ? g * g : 0;
                   far2 += f * f;
                 }
@@ -295,16 +299,14 @@ void fof_components(ExecutionSpace const& space, Vec3View<double> const& pos, st
 
   ScalarView<int> begin;
   int const cells = detail::fof_fine_cells(space, keys, n, 0, begin);
-  Vec3View<double> centre(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fof::centre"), cells);
-  Vec3View<double> half(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fof::half"), cells);
-  ScalarView<int> whole(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fof::whole"), cells);
+  detail::FoFCellBoxes boxes(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fof::cell_boxes"), cells);
   ScalarView<int> parent(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fof::parent"), n);
-  detail::fof_cell_boxes(space, sorted, begin, cells, grid.link2, centre, half, whole, parent);
+  detail::fof_cell_boxes(space, sorted, begin, cells, grid.link2, boxes, parent);
 
   ScalarView<int> coarse_begin(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fof::coarse_begin"),
                                coarse_cells + 1);
   detail::fof_coarse_grid(space, keys, begin, cells, grid.coarse_shift, coarse_cells, coarse_begin);
-  detail::fof_link_cells(space, grid, sorted, keys, begin, cells, centre, half, whole, coarse_begin, parent);
+  detail::fof_link_cells(space, grid, sorted, keys, begin, cells, boxes, coarse_begin, parent);
 
   // Roots in sorted order, reported as input indices.
   int* const p = parent.data();
