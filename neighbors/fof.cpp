@@ -164,6 +164,16 @@ void fof_coarse_grid(ExecutionSpace const& space, ScalarView<std::uint64_t> cons
       KOKKOS_LAMBDA(std::size_t j) { coarse_begin(j) = fine_cells; });
 }
 
+/// Coordinate of the neighbour at offset d ∈ {−1, 0, 1} of coarse coordinate c; false when
+/// there is none (open boundary) or it repeats another offset's cell (periodic, < 3 per axis).
+KOKKOS_INLINE_FUNCTION bool fof_neighbour(int c, int d, int side, bool periodic, int& out) {
+  out = c + d;
+  if (!periodic) return out >= 0 && out < side;
+  if ((side == 1 && d != 0) || (side == 2 && d == -1)) return false;
+  out = out < 0 ? out + side : out >= side ? out - side : out;
+  return true;
+}
+
 /// Tests every pair of fine cells (A, B), B ≥ A, in the same or adjacent coarse cells and links
 /// the points closer than the linking length.
 void fof_link_cells(ExecutionSpace const& space, FoFGrid const& grid, Vec3View<double> const& sorted,
@@ -184,28 +194,21 @@ void fof_link_cells(ExecutionSpace const& space, FoFGrid const& grid, Vec3View<d
                              int(code >> (2 * level))};
         int const a_begin = begin(a), a_end = begin(a + 1);
         bool const a_whole = boxes(a, 6) != 0;
-        for (int dz = -1; dz <= 1; ++dz)
-          for (int dy = -1; dy <= 1; ++dy)
+        std::uint64_t const own_row = code & ~std::uint64_t(side - 1);
+        // Each pair of coarse cells once, from the one with the smaller index (rows below this
+        // one are skipped whole); the cells of a row are adjacent in coarse_begin.
+        for (int dz = -1; dz <= 1; ++dz) {
+          int z;
+          if (!fof_neighbour(cell[2], dz, side, periodic, z)) continue;
+          for (int dy = -1; dy <= 1; ++dy) {
+            int y;
+            if (!fof_neighbour(cell[1], dy, side, periodic, y)) continue;
+            std::uint64_t const row = (std::uint64_t(z) << (2 * level)) | (std::uint64_t(y) << level);
+            if (row < own_row) continue;
             for (int dx = -1; dx <= 1; ++dx) {
-              int const offset[3] = {dx, dy, dz};
-              int neighbour[3];
-              bool skip = false;
-              for (int k = 0; k < 3; ++k) {
-                int c = cell[k] + offset[k];
-                if (periodic) {
-                  // With fewer than 3 cells per axis two offsets name the same cell: visit it once.
-                  if ((side == 1 && offset[k] != 0) || (side == 2 && offset[k] == -1)) skip = true;
-                  c = (c + side) % side;
-                } else if (c < 0 || c >= side) {
-                  skip = true;
-                }
-                neighbour[k] = c;
-              }
-              if (skip) continue;
-              std::uint64_t const k_code = (std::uint64_t(neighbour[2]) << (2 * level)) |
-                                           (std::uint64_t(neighbour[1]) << level) | std::uint64_t(neighbour[0]);
-              // Each pair of coarse cells once, from the one with the smaller index; the cells
-              // of a row are adjacent in coarse_begin, so the lookups of a row share a cache line.
+              int x;
+              if (!fof_neighbour(cell[0], dx, side, periodic, x)) continue;
+              std::uint64_t const k_code = row | std::uint64_t(x);
               if (k_code < code) continue;
               int const b_first = coarse_begin(k_code), b_last = coarse_begin(k_code + 1);
               for (int b = b_first < a ? a : b_first; b < b_last; ++b) {
@@ -247,6 +250,8 @@ void fof_link_cells(ExecutionSpace const& space, FoFGrid const& grid, Vec3View<d
                 }
               }
             }
+          }
+        }
       });
 }
 
