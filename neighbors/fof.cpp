@@ -44,6 +44,9 @@ struct FoFGrid {
   int fine_level = 0;    // fine cells: edge size / 2^fine_level
   int coarse_level = 0;  // coarse cells: edge size / 2^coarse_level, 2^coarse_level per axis
   int coarse_shift = 0;  // fine cell code >> coarse_shift = coarse cell index
+  // Link cells (edge ≥ linking length, coarse_level ≤ link_level ≤ fine_level): pairs are looked
+  // for in adjacent link cells, found inside their coarse cell by binary search.
+  int link_level = 0;
 };
 
 /// Sorted fine-cell codes of the (wrapped) points, the sorted wrapped positions and the permutation.
@@ -174,43 +177,71 @@ KOKKOS_INLINE_FUNCTION bool fof_neighbour(int c, int d, int side, bool periodic,
   return true;
 }
 
-/// Tests every pair of fine cells (A, B), B ≥ A, in the same or adjacent coarse cells and links
+/// Tests every pair of fine cells (A, B), B ≥ A, in the same or adjacent link cells and links
 /// the points closer than the linking length.
 void fof_link_cells(ExecutionSpace const& space, FoFGrid const& grid, Vec3View<double> const& sorted,
-                    ScalarView<std::uint64_t> const& keys, ScalarView<int> const& begin, int cells,
-                    FoFCellBoxes const& boxes,
-                    ScalarView<int> const& coarse_begin, ScalarView<int> const& parent) {
+                    ScalarView<std::uint64_t> const& code, ScalarView<int> const& begin, int cells,
+                    FoFCellBoxes const& boxes, ScalarView<int> const& coarse_begin, ScalarView<int> const& parent) {
   double const box = grid.box, link2 = grid.link2;
-  int const shift = grid.coarse_shift;
-  int const level = grid.coarse_level;
-  int const side = 1 << level;
+  int const top = grid.coarse_level;
+  int const inside = grid.fine_level - grid.coarse_level;  // fine levels inside a coarse cell
+  int const extra = grid.link_level - grid.coarse_level;   // link levels inside a coarse cell
+  int const below = inside - extra;                         // fine levels inside a link cell
+  int const top_side = 1 << top, side = 1 << grid.link_level;
   bool const periodic = box > 0;
   int* const p = parent.data();
   Kokkos::parallel_for(
       "kfmm::fof::link_cells", Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, cells),
       KOKKOS_LAMBDA(int a) {
-        std::uint64_t const code = keys(begin(a)) >> shift;
-        int const cell[3] = {int(code & std::uint64_t(side - 1)), int((code >> level) & std::uint64_t(side - 1)),
-                             int(code >> (2 * level))};
+        std::uint64_t const top_index = code(a) >> (3 * inside);
+        std::uint64_t const own = code(a) >> (3 * below);  // the link cell's code: coarse index, Morton inside
+        std::uint64_t const in_top = own & ((std::uint64_t(1) << (3 * extra)) - 1);
+        int const top_cell[3] = {int(top_index & std::uint64_t(top_side - 1)),
+                                 int((top_index >> top) & std::uint64_t(top_side - 1)), int(top_index >> (2 * top))};
+        int cell[3];
+        for (int k = 0; k < 3; ++k) cell[k] = (top_cell[k] << extra) | int(compact_bits(in_top >> k));
         int const a_begin = begin(a), a_end = begin(a + 1);
         bool const a_whole = boxes(a, 6) != 0;
-        std::uint64_t const own_row = code & ~std::uint64_t(side - 1);
-        // Each pair of coarse cells once, from the one with the smaller index (rows below this
-        // one are skipped whole); the cells of a row are adjacent in coarse_begin.
+        int const mask = (1 << extra) - 1;
+        // Each pair of link cells once, from the one whose code is smaller (its fine cells come
+        // first); inside one link cell each pair of fine cells once (B ≥ A).
         for (int dz = -1; dz <= 1; ++dz) {
           int z;
           if (!fof_neighbour(cell[2], dz, side, periodic, z)) continue;
           for (int dy = -1; dy <= 1; ++dy) {
             int y;
             if (!fof_neighbour(cell[1], dy, side, periodic, y)) continue;
-            std::uint64_t const row = (std::uint64_t(z) << (2 * level)) | (std::uint64_t(y) << level);
-            if (row < own_row) continue;
             for (int dx = -1; dx <= 1; ++dx) {
               int x;
               if (!fof_neighbour(cell[0], dx, side, periodic, x)) continue;
-              std::uint64_t const k_code = row | std::uint64_t(x);
-              if (k_code < code) continue;
-              int const b_first = coarse_begin(k_code), b_last = coarse_begin(k_code + 1);
+              std::uint64_t const t = (std::uint64_t(z >> extra) << (2 * top)) | (std::uint64_t(y >> extra) << top) |
+                                      std::uint64_t(x >> extra);
+              std::uint64_t const target = (t << (3 * extra)) | fof_morton(std::uint32_t(x & mask),
+                                                                           std::uint32_t(y & mask),
+                                                                           std::uint32_t(z & mask));
+              if (target < own) continue;
+              // The fine cells of that link cell: a run inside its coarse cell's fine cells.
+              int b_first = coarse_begin(t), b_last = coarse_begin(t + 1);
+              if (extra > 0) {
+                int low = b_first, high = b_last;
+                while (low < high) {
+                  int const middle = low + (high - low) / 2;
+                  if ((code(middle) >> (3 * below)) < target)
+                    low = middle + 1;
+                  else
+                    high = middle;
+                }
+                b_first = low;
+                high = b_last;
+                while (low < high) {
+                  int const middle = low + (high - low) / 2;
+                  if ((code(middle) >> (3 * below)) <= target)
+                    low = middle + 1;
+                  else
+                    high = middle;
+                }
+                b_last = low;
+              }
               for (int b = b_first < a ? a : b_first; b < b_last; ++b) {
                 bool const b_whole = boxes(b, 6) != 0;
                 if (b == a && a_whole) continue;
@@ -283,17 +314,21 @@ void fof_components(ExecutionSpace const& space, Vec3View<double> const& pos, st
     grid.size = cube.size;
   }
   // Fine cells: the coarsest level whose edge is ≤ l/√3 (a full cell has a diagonal ≤ l);
-  // coarse cells: the finest level whose edge is ≥ l with at most max(2^24, 8n) cells.
+  // coarse cells (a dense grid of fine-cell ranges): the finest level whose edge is ≥ l with at
+  // most max(2^18, 2n) cells; link cells: the finest level whose edge is ≥ l.
   int fine = 0;
   while (fine < max_tree_level && grid.size / double(std::uint64_t(1) << fine) > linking_length / std::sqrt(3.0))
     ++fine;
-  std::size_t const max_cells = std::max<std::size_t>(std::size_t(1) << 24, 8 * n);
+  std::size_t const max_cells = std::max<std::size_t>(std::size_t(1) << 18, 2 * n);
   int coarse = 0;
   while (coarse + 1 <= fine && grid.size / double(std::uint64_t(1) << (coarse + 1)) >= linking_length &&
          (std::size_t(1) << (3 * (coarse + 1))) <= max_cells)
     ++coarse;
+  int link = coarse;
+  while (link + 1 <= fine && grid.size / double(std::uint64_t(1) << (link + 1)) >= linking_length) ++link;
   grid.fine_level = fine;
   grid.coarse_level = coarse;
+  grid.link_level = link;
   grid.coarse_shift = 3 * (fine - coarse);
   std::size_t const coarse_cells = std::size_t(1) << (3 * coarse);
 
@@ -311,7 +346,11 @@ void fof_components(ExecutionSpace const& space, Vec3View<double> const& pos, st
   ScalarView<int> coarse_begin(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fof::coarse_begin"),
                                coarse_cells + 1);
   detail::fof_coarse_grid(space, keys, begin, cells, grid.coarse_shift, coarse_cells, coarse_begin);
-  detail::fof_link_cells(space, grid, sorted, keys, begin, cells, boxes, coarse_begin, parent);
+  ScalarView<std::uint64_t> cell_code(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fof::cell_code"), cells);
+  Kokkos::parallel_for(
+      "kfmm::fof::cell_codes", Kokkos::RangePolicy<ExecutionSpace>(space, 0, cells),
+      KOKKOS_LAMBDA(int c) { cell_code(c) = keys(begin(c)); });
+  detail::fof_link_cells(space, grid, sorted, cell_code, begin, cells, boxes, coarse_begin, parent);
 
   // Roots in sorted order, reported as input indices.
   int* const p = parent.data();

@@ -56,12 +56,12 @@ FoFResult friends_of_friends(Context const& context, Particles<> const& particle
 /// friends_of_friends(); public so that tests and the distributed merge can use it.
 ///
 /// How: the points' fine cells (edge ≤ linking length/√3) in their bounding cube (or the
-/// periodic box) are sorted by a key that puts the row-major index of their coarse cell (edge ≥
-/// linking length, at most max(2^24, 8n) cells in a dense grid) above their Morton code inside
-/// it; a fine cell whose points' bounding box has a diagonal ≤ the linking length is linked as a
-/// whole, and pairs of fine cells are tested only when they lie in the same or adjacent coarse
-/// cells (each pair of coarse cells once), first by their bounding boxes, then point by point
-/// until one link is
+/// periodic box) are sorted by a key that puts the row-major index of their coarse cell (a dense
+/// grid of at most max(2^18, 2n) cells) above their Morton code inside it; a fine cell whose
+/// points' bounding box has a diagonal ≤ the linking length is linked as a whole. Pairs of fine
+/// cells are tested only when they lie in the same or adjacent link cells (edge ≥ linking
+/// length; each pair of link cells once), whose fine cells are found by binary search inside
+/// their coarse cell: first by their bounding boxes, then point by point until one link is
 /// found when both cells are linked as a whole. Links are made by a lock-free union-find
 /// (hooking the larger root under the smaller with compare-and-swap), so the components do not
 /// depend on the order in which threads find links.
