@@ -142,6 +142,38 @@ TEST_F(FoF, CoincidentParticles) {
 
 // fof_components on one rank's points directly, with grids of 1 to many coarse cells per axis
 // (linking lengths up to just under half the periodic box).
+void check_components(PointSet const& s, double link, double box) {
+  kfmm::Vec3View<double, kfmm::HostSpace> host("pos", s.size());
+  for (std::size_t i = 0; i < s.size(); ++i)
+    for (int k = 0; k < 3; ++k) host(i, k) = s.x[3 * i + k];
+  kfmm::Vec3View<double> pos("pos", s.size());
+  Kokkos::deep_copy(pos, host);
+  kfmm::ScalarView<int> component("component", s.size());
+  kfmm::ScalarView<std::uint64_t> id("id", s.size()), label("label", s.size());
+  Kokkos::deep_copy(id, Kokkos::View<std::uint64_t const*, kfmm::HostSpace, Kokkos::MemoryUnmanaged>(s.id.data(), s.size()));
+  kfmm::ExecutionSpace space;
+  kfmm::fof_components(space, pos, s.size(), link, box, component);
+  kfmm::fof_min_labels(space, component, id, s.size(), label);
+  auto const got = to_vector(label, s.size());
+  auto const expected = brute_force_labels(s, link, box);
+  std::size_t wrong = 0, groups = 0;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    wrong += got[i] != expected[i] ? 1 : 0;
+    groups += expected[i] == s.id[i] ? 1 : 0;
+  }
+  EXPECT_EQ(wrong, 0u) << "link " << link << " box " << box;
+  EXPECT_LT(groups, s.size()) << "link " << link << " box " << box << ": nothing linked, the case tests nothing";
+}
+
+// Linking lengths far below the dense grid's cells (2^18 cells at most here): the link cells
+// lie several levels inside a coarse cell and are found by binary search.
+TEST_F(FoF, ComponentsWithLinkCellsInsideCoarseCells) {
+  auto s = clumped_points(3000, 4, 1.0, 0.004, 8);
+  wrap(s, 1.0);
+  for (double link : {0.0007, 0.0015, 0.003})
+    for (double box : {0.0, 1.0}) check_components(s, link, box);
+}
+
 TEST_F(FoF, ComponentsAtEveryGridSize) {
   auto const s = uniform_points(600, 1.0, 5);
   for (double link : {0.02, 0.05, 0.11, 0.26, 0.49}) {
