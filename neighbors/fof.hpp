@@ -46,7 +46,8 @@ double fof_linking_length(FoFOptions const& options, std::uint64_t num_total, do
 /// (no decomposition needed): each rank links its own particles and copies (ghosts) of other
 /// ranks' particles within the linking length of its bounding box, then the ranks exchange the
 /// labels of ghosts with their owners until no label changes (agreed with an Allreduce), so
-/// groups spanning several ranks get one label. Input errors (see fof_linking_length, and
+/// groups spanning several ranks get one label. ParticleIDs must be unique (ghosts are matched
+/// to their owners by id; read_particles() rejects repeated ids by default). Input errors (see fof_linking_length, and
 /// non-finite positions) are agreed across ranks and thrown as kfmm::Error on every rank.
 FoFResult friends_of_friends(Context const& context, Particles<> const& particles, FoFOptions const& options);
 
