@@ -1,11 +1,15 @@
 // `kfmm run`: integrate a run file's system in time, writing snapshots, diagnostics, restarts.
 #include "commands.hpp"
+#include "fof_output.hpp"
 
 #include <kfmm/comm/initial_conditions.hpp>
 #include <kfmm/core/error.hpp>
 #include <kfmm/fmm/solver.hpp>
 #include <kfmm/integrate/simulation.hpp>
+#include <kfmm/io/fof_file.hpp>
 #include <kfmm/io/particle_file.hpp>
+#include <kfmm/neighbors/fof.hpp>
+#include <kfmm/neighbors/fof_catalogue.hpp>
 #include <kfmm/io/restart.hpp>
 #include <kfmm/io/run_file.hpp>
 
@@ -82,6 +86,28 @@ Observer snapshot_observer(Context const& context, RunSettings const& settings) 
       fmt::print("  wrote {} ({:.1f} MB of particle data, compression {}) in {:.2f} s: {:.0f} MB/s\n", path, megabytes,
                  options.compression, seconds, seconds > 0 ? megabytes / seconds : 0.0);
     }
+  };
+}
+
+/// Writes a friends-of-friends catalogue fof_tab_NNN.hdf5 at every Output event (output.fof).
+Observer fof_observer(Context const& context, RunSettings const& settings) {
+  return [&context, &settings](SimulationEvent event, SimulationState const& state) {
+    if (event != SimulationEvent::Output) return;
+    auto const start = Clock::now();
+    FoFOptions fof;
+    fof.b = settings.fof.b;
+    auto const result = friends_of_friends(context, state.particles, fof);
+    FoFCatalogueOptions options;
+    options.min_members = settings.fof.min_members;
+    auto const all = gather_catalogue(context, fof_catalogue(context, state.particles, result.label, options));
+    std::string const path = fmt::format("{}/fof_tab_{:03d}.hdf5", settings.simulation.output.directory,
+                                         state.output_number());
+    write_fof_table(context, path,
+                    fof_table(all, state.time, 0, 0, result.linking_length, settings.fof.b, settings.fof.min_members));
+    double const seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    if (context.is_root())
+      fmt::print("  wrote {} ({} groups with >= {} members, largest {}) in {:.2f} s\n", path, all.num_total,
+                 settings.fof.min_members, all.num > 0 ? all.length(0) : 0, seconds);
   };
 }
 
@@ -194,6 +220,7 @@ void run(Environment& environment, RunOptions const& options) {
                                              options.restart ? state.step : -1));
   // The restart after the snapshot: at an output step it must not get ahead of the snapshot.
   if (output.snapshots) observers.push_back(snapshot_observer(context, settings));
+  if (settings.fof.enabled) observers.push_back(fof_observer(context, settings));
   observers.push_back(restart_observer(context, restart_path, config, output.restart_every, fmm_solver));
   observers.push_back(progress_observer(context, config, state.step, state.started ? state.time : config.schedule.start_time));
 

@@ -12,5 +12,6 @@ void add_run_command(CLI::App& app, Environment& environment);
 void add_forces_command(CLI::App& app, Environment& environment);
 void add_bench_command(CLI::App& app, Environment& environment);
 void add_knn_command(CLI::App& app, Environment& environment);
+void add_fof_command(CLI::App& app, Environment& environment);
 
 }  // namespace kfmm::app

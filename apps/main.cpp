@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
     kfmm::app::add_forces_command(app, environment);
     kfmm::app::add_bench_command(app, environment);
     kfmm::app::add_knn_command(app, environment);
+    kfmm::app::add_fof_command(app, environment);
     try {
       app.parse(argc, argv);
     } catch (CLI::ParseError const& e) {

@@ -272,6 +272,10 @@ class SnapshotFileWriter {
         }
         fault_injection::point("snapshot.dataset");
       }
+    if (fields && fields->group_number.extent(0) > 0) {
+      write_rows("GroupNr", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, fields->group_number.data(), nullptr);
+      fault_injection::point("snapshot.dataset");
+    }
   }
 
   Hdf5Handle make_group(char const* name) const {
@@ -374,6 +378,9 @@ void check_write_input(Particles<HostSpace> const& particles, ParticleFileOption
       fail("extra dataset {} has {} values for {} particles x {} columns; give columns >= 1 values per particle",
            extra.name, given, particles.num, extra.columns);
   }
+  if (fields->group_number.extent(0) > 0 && fields->group_number.extent(0) < particles.num)
+    fail("ForceFields::group_number has {} entries for {} particles; give one per particle or none",
+         fields->group_number.extent(0), particles.num);
 }
 
 /// Presence flags must agree: a dataset is written by all ranks or none.
@@ -821,17 +828,23 @@ void write_particles(Context const& context, std::string const& path, Particles<
   ForceFields present_fields;
   bool const any_potential = present_on_any_rank(context, fields && fields->potential.extent(0) > 0);
   bool const any_acceleration = present_on_any_rank(context, fields && fields->acceleration.extent(0) > 0);
+  bool const any_group = present_on_any_rank(context, fields && fields->group_number.extent(0) > 0);
   collectively(context, [&] {
     bool const mine_potential = fields && fields->potential.extent(0) > 0;
     bool const mine_acceleration = fields && fields->acceleration.extent(0) > 0;
-    if ((any_potential && !mine_potential && local > 0) || (any_acceleration && !mine_acceleration && local > 0))
-      fail("ForceFields are given on some ranks only; give potential/acceleration on every rank or on none");
+    bool const mine_group = fields && fields->group_number.extent(0) > 0;
+    if ((any_potential && !mine_potential && local > 0) || (any_acceleration && !mine_acceleration && local > 0) ||
+        (any_group && !mine_group && local > 0))
+      fail("ForceFields are given on some ranks only; give potential/acceleration/group_number on every rank or on "
+           "none");
   });
   if (fields) present_fields = *fields;
   if (any_potential && present_fields.potential.extent(0) == 0)  // empty ranks: a 1-slot placeholder, no rows written
     present_fields.potential = ScalarView<double, HostSpace>("kfmm::io::placeholder", 1);
   if (any_acceleration && present_fields.acceleration.extent(0) == 0)
     present_fields.acceleration = Vec3View<double, HostSpace>("kfmm::io::placeholder", 1);
+  if (any_group && present_fields.group_number.extent(0) == 0)
+    present_fields.group_number = ScalarView<std::int64_t, HostSpace>("kfmm::io::placeholder", 1);
 
   fs::path const final_path = normalised(path);
   long long token = static_cast<long long>(getpid());

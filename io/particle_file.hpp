@@ -55,7 +55,7 @@ struct SnapshotHeader {
   std::vector<std::pair<std::string, ParameterValue>> config;
 };
 
-/// \brief Optional per-particle force results, aligned with the particles (same local order).
+/// \brief Optional per-particle results, aligned with the particles (same local order).
 /// Empty Views mean "not present".
 /// \brief A per-particle dataset of /PartType1 beyond the standard ones (e.g. KNNDistance):
 /// `columns` values per local particle, row-major; `values` are stored in the file precision,
@@ -72,12 +72,15 @@ struct ForceFields {
   ScalarView<double, HostSpace> potential;
   Vec3View<double, HostSpace> acceleration;
   std::vector<ExtraDataset> extra;  ///< written after the standard datasets, by write_particles only
+  /// Friends-of-friends group number (GADGET-4's `GroupNr`, int64; −1: in no catalogued group).
+  /// Written only, never read back.
+  ScalarView<std::int64_t, HostSpace> group_number;
 };
 
 /// \brief Writes the particles of every rank as one GADGET-4 snapshot. Collective.
 ///
 /// Layout (all in group /PartType1): Coordinates (N,3), Velocities (N,3), ParticleIDs (N,
-/// uint64), Masses (N), and Potential (N) / Acceleration (N,3) when `fields` has them, each
+/// uint64), Masses (N), and Potential (N) / Acceleration (N,3) / GroupNr (N, int64) when `fields` has them, each
 /// unit-carrying dataset with GADGET-4's six float64 unit attributes. Masses are always written
 /// and /Header MassTable is all zeros (GADGET readers accept per-particle masses for any type).
 /// Particles are stored in rank order, each rank's in its local order (owner order); readers

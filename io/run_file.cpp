@@ -93,6 +93,9 @@ Key const keys[] = {
   {"output.centres", "string", "output", "when the potential-minimum and shrinking-spheres centres go into the diagnostics file: at the start and every output, every step, or never", "none|output|step"},
   {"output.centre_shrink_factor", "float", "0.9", "shrinking spheres: radius factor per iteration (Power et al. 2003: 0.975)", "", 1e-6, 0.999999},
   {"output.centre_min_particles", "int", "1000", "shrinking spheres: stop before a sphere holds fewer particles", "", 1, 1e18},
+  {"output.fof", "bool", "false", "friends-of-friends catalogue fof_tab_NNN.hdf5 (GADGET-4 layout, open boundaries) at every output"},
+  {"output.fof_b", "float", "0.2", "FoF linking length in mean interparticle separations of the particles' bounding box", "", 1e-300, 1e300},
+  {"output.fof_min_members", "int", "20", "smallest group in the FoF catalogues", "", 1, 1e12},
   // `external` is a list of maps (one per potential); these rows document an entry's keys and are
   // read by read_external() (docs/external_potentials.md).
   {"external[].kind", "string", "", "model of this external potential (milky_way_2014: Bovy's MWPotential2014 with a Hernquist bulge, needs astro units)", "point_mass|plummer|hernquist|nfw|miyamoto_nagai|logarithmic|uniform|milky_way_2014"},
@@ -600,6 +603,9 @@ RunSettings settings_from(YAML::Node const& root, std::string const& source) {
   settings.snapshot_options.layout = parse_file_layout(values.string("output.layout"));
   settings.snapshot_options.precision = parse_precision(values.string("output.precision"));
   settings.snapshot_options.compression = static_cast<int>(values.integer("output.compression"));
+  settings.fof.enabled = values.boolean("output.fof");
+  settings.fof.b = values.number("output.fof_b");
+  settings.fof.min_members = static_cast<std::uint64_t>(values.integer("output.fof_min_members"));
 
   try {
     simulation.validate();

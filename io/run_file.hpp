@@ -5,12 +5,21 @@
 #include <kfmm/integrate/simulation.hpp>
 #include <kfmm/io/particle_file.hpp>
 
+#include <cstdint>
 #include <string>
 
 namespace kfmm {
 
 /// How forces are computed in a run.
 enum class ForceMethod { FMM, Direct };
+
+/// \brief Friends-of-friends catalogues at the outputs (`output.fof*`): open boundaries, linking
+/// length b × the mean separation in the particles' bounding box.
+struct FoFOutputSettings {
+  bool enabled = false;
+  double b = 0.2;
+  std::uint64_t min_members = 20;
+};
 
 /// \brief Everything a run file says, checked and converted.
 struct RunSettings {
@@ -25,6 +34,7 @@ struct RunSettings {
   ForceMethod force_method = ForceMethod::FMM;
   SimulationConfig simulation;
   ParticleFileOptions snapshot_options;
+  FoFOutputSettings fof;  ///< fof_tab_NNN.hdf5 at every output when enabled
 };
 
 /// \brief Reads a run file. Throws kfmm::Error naming the key, the file and the line for an

@@ -1,0 +1,475 @@
+#include <kfmm/neighbors/fof.hpp>
+
+#include <kfmm/core/error.hpp>
+#include <kfmm/core/hilbert.hpp>
+#include <kfmm/core/kokkos_compat.hpp>
+#include <kfmm/core/sort.hpp>
+#include <kfmm/core/tree.hpp>
+#include <kfmm/neighbors/union_find.hpp>
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace kfmm {
+
+namespace detail {
+
+/// Minimum-image difference (box > 0) or the plain difference.
+KOKKOS_INLINE_FUNCTION double fof_wrap_difference(double d, double box) {
+  return box > 0 ? d - box * compat::math::floor(d / box + 0.5) : d;
+}
+
+/// Morton code of integer coordinates (x in the lowest bit of each triple).
+KOKKOS_INLINE_FUNCTION std::uint64_t fof_morton(std::uint32_t x, std::uint32_t y, std::uint32_t z) {
+  return spread_bits(x) | (spread_bits(y) << 1) | (spread_bits(z) << 2);
+}
+
+/// Per fine cell, in one cache line: centre (0..2), half extent (3..5) of its points' bounding
+/// box, 1 when the cell is linked as a whole (6).
+using FoFCellBoxes = Kokkos::View<double* [8], Kokkos::LayoutRight, MemorySpace>;
+
+/// The frame and the two grid levels of one linking pass.
+struct FoFGrid {
+  double corner[3] = {0, 0, 0};
+  double size = 1;       // edge of the cube of keys
+  double box = 0;        // periodic box (0: open)
+  double link2 = 0;      // squared linking length
+  // A fine cell's code (the sort key) is its coarse cell's row-major index (z, y, x) above the
+  // Morton code of its place inside the coarse cell: the fine cells of a coarse cell are
+  // contiguous, and so are those of the cells of a coarse row.
+  int fine_level = 0;    // fine cells: edge size / 2^fine_level
+  int coarse_level = 0;  // coarse cells: edge size / 2^coarse_level, 2^coarse_level per axis
+  int coarse_shift = 0;  // fine cell code >> coarse_shift = coarse cell index
+  // Link cells (edge ≥ linking length, coarse_level ≤ link_level ≤ fine_level): pairs are looked
+  // for in adjacent link cells, found inside their coarse cell by binary search.
+  int link_level = 0;
+};
+
+/// Sorted fine-cell codes of the (wrapped) points, the sorted wrapped positions and the permutation.
+void fof_sorted_points(ExecutionSpace const& space, Vec3View<double> const& pos, std::size_t n, FoFGrid const& grid,
+                       ScalarView<std::uint64_t> const& keys, ScalarView<std::uint32_t> const& permutation,
+                       Vec3View<double> const& sorted) {
+  double const scale = double(std::uint64_t(1) << key_bits_per_axis) / grid.size;
+  double const box = grid.box;
+  double const c0 = grid.corner[0], c1 = grid.corner[1], c2 = grid.corner[2];
+  int const to_fine = key_bits_per_axis - grid.fine_level;
+  int const inside = grid.fine_level - grid.coarse_level;
+  int const coarse = grid.coarse_level;
+  Kokkos::parallel_for(
+      "kfmm::fof::keys", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n), KOKKOS_LAMBDA(std::size_t i) {
+        double const corner[3] = {c0, c1, c2};
+        std::uint32_t g[3];
+        for (int k = 0; k < 3; ++k) {
+          double x = pos(i, k);
+          if (box > 0) {
+            x -= box * compat::math::floor(x / box);
+            if (!(x < box)) x = 0;  // round-off of a tiny negative x
+          }
+          double const t = (x - corner[k]) * scale;
+          g[k] = t >= double(max_grid_coordinate) ? max_grid_coordinate : t >= 0 ? static_cast<std::uint32_t>(t) : 0u;
+        }
+        std::uint32_t f[3], c[3];
+        for (int k = 0; k < 3; ++k) {
+          f[k] = (g[k] >> to_fine) & ((std::uint32_t(1) << inside) - 1);
+          c[k] = g[k] >> (to_fine + inside);
+        }
+        std::uint64_t const row_major = (std::uint64_t(c[2]) << (2 * coarse)) | (std::uint64_t(c[1]) << coarse) | c[0];
+        keys(i) = (row_major << (3 * inside)) | fof_morton(f[0], f[1], f[2]);  // order inside a fine cell: any
+      });
+  KeySorter<MemorySpace, std::uint32_t> sorter;
+  sorter.sort(space, keys, permutation, n);
+  Kokkos::parallel_for(
+      "kfmm::fof::gather_positions", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n), KOKKOS_LAMBDA(std::size_t i) {
+        for (int k = 0; k < 3; ++k) {
+          double x = pos(permutation(i), k);
+          if (box > 0) {
+            x -= box * compat::math::floor(x / box);
+            if (!(x < box)) x = 0;
+          }
+          sorted(i, k) = x;
+        }
+      });
+}
+
+/// Fine cells: runs of equal (fine cell) keys >> shift. Returns their count; begin(c) is the first
+/// sorted point of cell c, begin(count) = n.
+int fof_fine_cells(ExecutionSpace const& space, ScalarView<std::uint64_t> const& keys, std::size_t n, int shift,
+                   ScalarView<int>& begin) {
+  int count = 0;
+  Kokkos::parallel_reduce(
+      "kfmm::fof::count_fine_cells", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+      KOKKOS_LAMBDA(std::size_t i, int& sum) {
+        if (i == 0 || (keys(i) >> shift) != (keys(i - 1) >> shift)) ++sum;
+      },
+      count);
+  begin = ScalarView<int>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fof::fine_begin"), count + 1);
+  auto const first = begin;
+  Kokkos::parallel_scan(
+      "kfmm::fof::fine_cells", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+      KOKKOS_LAMBDA(std::size_t i, int& index, bool final) {
+        bool const starts = i == 0 || (keys(i) >> shift) != (keys(i - 1) >> shift);
+        if (starts) {
+          if (final) first(index) = int(i);
+          ++index;
+        }
+      });
+  Kokkos::deep_copy(space, Kokkos::subview(begin, count), int(n));
+  return count;
+}
+
+/// Bounding boxes of the fine cells (centre, half extent); a cell whose diagonal is within the
+/// linking length is linked as a whole (every point's parent is its first point), else every
+/// point starts as its own root.
+void fof_cell_boxes(ExecutionSpace const& space, Vec3View<double> const& sorted, ScalarView<int> const& begin, int cells,
+                    double link2, FoFCellBoxes const& box, ScalarView<int> const& parent) {
+  Kokkos::parallel_for(
+      "kfmm::fof::cell_boxes", Kokkos::RangePolicy<ExecutionSpace>(space, 0, cells), KOKKOS_LAMBDA(int c) {
+        int const b = begin(c), e = begin(c + 1);
+        double diagonal2 = 0;
+        for (int k = 0; k < 3; ++k) {
+          double lo = sorted(b, k), hi = lo;
+          for (int i = b + 1; i < e; ++i) {
+            double const x = sorted(i, k);
+            lo = x < lo ? x : lo;
+            hi = x > hi ? x : hi;
+          }
+          box(c, k) = 0.5 * (lo + hi);
+          box(c, 3 + k) = 0.5 * (hi - lo);
+          diagonal2 += (hi - lo) * (hi - lo);
+        }
+        bool const linked = diagonal2 <= link2;
+        box(c, 6) = linked ? 1 : 0;
+        box(c, 7) = 0;
+        for (int i = b; i < e; ++i) parent(i) = linked ? b : i;
+      });
+}
+
+/// coarse_begin(k) = first fine cell whose coarse cell is ≥ k, for k in [0, cells]: the fine
+/// cells of coarse cell k are [coarse_begin(k), coarse_begin(k + 1)).
+void fof_coarse_grid(ExecutionSpace const& space, ScalarView<std::uint64_t> const& keys, ScalarView<int> const& begin,
+                     int fine_cells, int shift, std::size_t coarse_cells, ScalarView<int> const& coarse_begin) {
+  Kokkos::parallel_for(
+      "kfmm::fof::coarse_grid", Kokkos::RangePolicy<ExecutionSpace>(space, 0, fine_cells), KOKKOS_LAMBDA(int c) {
+        std::uint64_t const k = keys(begin(c)) >> shift;
+        std::uint64_t const previous = c == 0 ? 0 : (keys(begin(c - 1)) >> shift) + 1;
+        for (std::uint64_t j = previous; j <= k; ++j) coarse_begin(j) = c;
+      });
+  std::uint64_t last = 0;
+  Kokkos::parallel_reduce(
+      "kfmm::fof::last_coarse_cell", Kokkos::RangePolicy<ExecutionSpace>(space, 0, 1),
+      KOKKOS_LAMBDA(int, std::uint64_t& value) { value = keys(begin(fine_cells - 1)) >> shift; }, last);
+  Kokkos::parallel_for(
+      "kfmm::fof::coarse_grid_tail", Kokkos::RangePolicy<ExecutionSpace>(space, last + 1, coarse_cells + 1),
+      KOKKOS_LAMBDA(std::size_t j) { coarse_begin(j) = fine_cells; });
+}
+
+/// Coordinate of the neighbour at offset d ∈ {−1, 0, 1} of coarse coordinate c; false when
+/// there is none (open boundary) or it repeats another offset's cell (periodic, < 3 per axis).
+KOKKOS_INLINE_FUNCTION bool fof_neighbour(int c, int d, int side, bool periodic, int& out) {
+  out = c + d;
+  if (!periodic) return out >= 0 && out < side;
+  if ((side == 1 && d != 0) || (side == 2 && d == -1)) return false;
+  out = out < 0 ? out + side : out >= side ? out - side : out;
+  return true;
+}
+
+/// Tests every pair of fine cells (A, B), B ≥ A, in the same or adjacent link cells and links
+/// the points closer than the linking length.
+void fof_link_cells(ExecutionSpace const& space, FoFGrid const& grid, Vec3View<double> const& sorted,
+                    ScalarView<std::uint64_t> const& code, ScalarView<int> const& begin, int cells,
+                    FoFCellBoxes const& boxes, ScalarView<int> const& coarse_begin, ScalarView<int> const& parent) {
+  double const box = grid.box, link2 = grid.link2;
+  int const top = grid.coarse_level;
+  int const inside = grid.fine_level - grid.coarse_level;  // fine levels inside a coarse cell
+  int const extra = grid.link_level - grid.coarse_level;   // link levels inside a coarse cell
+  int const below = inside - extra;                         // fine levels inside a link cell
+  int const top_side = 1 << top, side = 1 << grid.link_level;
+  bool const periodic = box > 0;
+  int* const p = parent.data();
+  Kokkos::parallel_for(
+      "kfmm::fof::link_cells", Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, cells),
+      KOKKOS_LAMBDA(int a) {
+        std::uint64_t const top_index = code(a) >> (3 * inside);
+        std::uint64_t const own = code(a) >> (3 * below);  // the link cell's code: coarse index, Morton inside
+        std::uint64_t const in_top = own & ((std::uint64_t(1) << (3 * extra)) - 1);
+        int const top_cell[3] = {int(top_index & std::uint64_t(top_side - 1)),
+                                 int((top_index >> top) & std::uint64_t(top_side - 1)), int(top_index >> (2 * top))};
+        int cell[3];
+        for (int k = 0; k < 3; ++k) cell[k] = (top_cell[k] << extra) | int(compact_bits(in_top >> k));
+        int const a_begin = begin(a), a_end = begin(a + 1);
+        bool const a_whole = boxes(a, 6) != 0;
+        int const mask = (1 << extra) - 1;
+        // Each pair of link cells once, from the one whose code is smaller (its fine cells come
+        // first); inside one link cell each pair of fine cells once (B ≥ A).
+        for (int dz = -1; dz <= 1; ++dz) {
+          int z;
+          if (!fof_neighbour(cell[2], dz, side, periodic, z)) continue;
+          for (int dy = -1; dy <= 1; ++dy) {
+            int y;
+            if (!fof_neighbour(cell[1], dy, side, periodic, y)) continue;
+            for (int dx = -1; dx <= 1; ++dx) {
+              int x;
+              if (!fof_neighbour(cell[0], dx, side, periodic, x)) continue;
+              std::uint64_t const t = (std::uint64_t(z >> extra) << (2 * top)) | (std::uint64_t(y >> extra) << top) |
+                                      std::uint64_t(x >> extra);
+              std::uint64_t const target = (t << (3 * extra)) | fof_morton(std::uint32_t(x & mask),
+                                                                           std::uint32_t(y & mask),
+                                                                           std::uint32_t(z & mask));
+              if (target < own) continue;
+              // The fine cells of that link cell: a run inside its coarse cell's fine cells.
+              int b_first = coarse_begin(t), b_last = coarse_begin(t + 1);
+              if (extra > 0) {
+                int low = b_first, high = b_last;
+                while (low < high) {
+                  int const middle = low + (high - low) / 2;
+                  if ((code(middle) >> (3 * below)) < target)
+                    low = middle + 1;
+                  else
+                    high = middle;
+                }
+                b_first = low;
+                high = b_last;
+                while (low < high) {
+                  int const middle = low + (high - low) / 2;
+                  if ((code(middle) >> (3 * below)) <= target)
+                    low = middle + 1;
+                  else
+                    high = middle;
+                }
+                b_last = low;
+              }
+              for (int b = b_first < a ? a : b_first; b < b_last; ++b) {
+                bool const b_whole = boxes(b, 6) != 0;
+                if (b == a && a_whole) continue;
+                double gap2 = 0, far2 = 0;
+                for (int k = 0; k < 3; ++k) {
+                  double const d = compat::math::fabs(fof_wrap_difference(boxes(b, k) - boxes(a, k), box));
+                  double const g = d - boxes(a, 3 + k) - boxes(b, 3 + k);
+                  double const f = d + boxes(a, 3 + k) + boxes(b, 3 + k);
+                  gap2 += g > 0 ? g * g : 0;
+                  far2 += f * f;
+                }
+                if (gap2 > link2) continue;
+                int const b_begin = begin(b), b_end = begin(b + 1);
+                bool const both_whole = a_whole && b_whole;
+                if (both_whole) {
+                  if (fof_find(p, a_begin) == fof_find(p, b_begin)) continue;
+                  if (far2 <= link2) {
+                    fof_union(p, a_begin, b_begin);
+                    continue;
+                  }
+                }
+                bool linked = false;
+                for (int j = b_begin; j < b_end && !(linked && both_whole); ++j) {
+                  int const i_end = b == a ? j : a_end;
+                  for (int i = a_begin; i < i_end; ++i) {
+                    double r2 = 0;
+                    for (int k = 0; k < 3; ++k) {
+                      double const d = fof_wrap_difference(sorted(j, k) - sorted(i, k), box);
+                      r2 += d * d;
+                    }
+                    if (r2 <= link2) {
+                      fof_union(p, i, j);
+                      linked = true;
+                      if (a_whole) break;  // j now hangs on all of A
+                    }
+                  }
+                }
+              }
+            }
+          }
+        }
+      });
+}
+
+}  // namespace detail
+
+void fof_components(ExecutionSpace const& space, Vec3View<double> const& pos, std::size_t n, double linking_length,
+                    double box_size, ScalarView<int> const& component) {
+  if (n == 0) return;
+  if (component.extent(0) < n || pos.extent(0) < n)
+    fail("fof_components: n = {} exceeds the positions ({}) or the component View ({})", n, pos.extent(0),
+         component.extent(0));
+  if (n > max_rank_particles)
+    fail("friends-of-friends: {} points (own and imported) on one rank exceed the limit {} (int indices); use more "
+         "ranks",
+         n, max_rank_particles);
+  if (!(linking_length > 0) || !std::isfinite(linking_length))
+    fail("friends-of-friends: linking length {} must be finite and > 0", linking_length);
+
+  detail::FoFGrid grid;
+  grid.box = box_size;
+  grid.link2 = linking_length * linking_length;
+  if (box_size > 0) {
+    grid.size = box_size;
+  } else {
+    double lo[3], hi[3];
+    compute_bounds(space, pos, n, lo, hi);
+    auto const cube = cube_from_bounds(lo, hi);
+    for (int k = 0; k < 3; ++k) grid.corner[k] = cube.corner[k];
+    grid.size = cube.size;
+  }
+  // Fine cells: the coarsest level whose edge is ≤ l/√3 (a full cell has a diagonal ≤ l);
+  // coarse cells (a dense grid of fine-cell ranges): the finest level whose edge is ≥ l with at
+  // most max(2^18, 2n) cells; link cells: the finest level whose edge is ≥ l.
+  int fine = 0;
+  while (fine < max_tree_level && grid.size / double(std::uint64_t(1) << fine) > linking_length / std::sqrt(3.0))
+    ++fine;
+  std::size_t const max_cells = std::max<std::size_t>(std::size_t(1) << 18, 2 * n);
+  int coarse = 0;
+  while (coarse + 1 <= fine && grid.size / double(std::uint64_t(1) << (coarse + 1)) >= linking_length &&
+         (std::size_t(1) << (3 * (coarse + 1))) <= max_cells)
+    ++coarse;
+  int link = coarse;
+  while (link + 1 <= fine && grid.size / double(std::uint64_t(1) << (link + 1)) >= linking_length) ++link;
+  grid.fine_level = fine;
+  grid.coarse_level = coarse;
+  grid.link_level = link;
+  grid.coarse_shift = 3 * (fine - coarse);
+  std::size_t const coarse_cells = std::size_t(1) << (3 * coarse);
+
+  ScalarView<std::uint64_t> keys(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fof::keys"), n);
+  ScalarView<std::uint32_t> permutation(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fof::permutation"), n);
+  Vec3View<double> sorted(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fof::sorted"), n);
+  detail::fof_sorted_points(space, pos, n, grid, keys, permutation, sorted);
+
+  ScalarView<int> begin;
+  int const cells = detail::fof_fine_cells(space, keys, n, 0, begin);
+  detail::FoFCellBoxes boxes(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fof::cell_boxes"), cells);
+  ScalarView<int> parent(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fof::parent"), n);
+  detail::fof_cell_boxes(space, sorted, begin, cells, grid.link2, boxes, parent);
+
+  ScalarView<int> coarse_begin(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fof::coarse_begin"),
+                               coarse_cells + 1);
+  detail::fof_coarse_grid(space, keys, begin, cells, grid.coarse_shift, coarse_cells, coarse_begin);
+  ScalarView<std::uint64_t> cell_code(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fof::cell_code"), cells);
+  Kokkos::parallel_for(
+      "kfmm::fof::cell_codes", Kokkos::RangePolicy<ExecutionSpace>(space, 0, cells),
+      KOKKOS_LAMBDA(int c) { cell_code(c) = keys(begin(c)); });
+  detail::fof_link_cells(space, grid, sorted, cell_code, begin, cells, boxes, coarse_begin, parent);
+
+  // Roots in sorted order, reported as input indices.
+  int* const p = parent.data();
+  Kokkos::parallel_for(
+      "kfmm::fof::components", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n), KOKKOS_LAMBDA(std::size_t i) {
+        component(permutation(i)) = int(permutation(detail::fof_find(p, int(i))));
+      });
+  space.fence();
+}
+
+void fof_min_labels(ExecutionSpace const& space, ScalarView<int> const& component, ScalarView<std::uint64_t> const& id,
+                    std::size_t n, ScalarView<std::uint64_t> const& label) {
+  ScalarView<std::uint64_t> smallest(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fof::smallest"), n);
+  Kokkos::deep_copy(space, smallest, std::numeric_limits<std::uint64_t>::max());
+  Kokkos::parallel_for(
+      "kfmm::fof::smallest_id", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+      KOKKOS_LAMBDA(std::size_t i) { detail::fof_atomic_min(&smallest(component(i)), id(i)); });
+  Kokkos::parallel_for(
+      "kfmm::fof::labels", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+      KOKKOS_LAMBDA(std::size_t i) { label(i) = smallest(component(i)); });
+  space.fence();
+}
+
+double fof_linking_length(FoFOptions const& options, std::uint64_t num_total, double const lo[3], double const hi[3]) {
+  double const box = options.box_size;
+  if (!std::isfinite(box) || box < 0)
+    fail("friends-of-friends: box size {} must be finite and >= 0 (0: open boundaries)", box);
+  if (box > 0)
+    for (int k = 0; k < 3; ++k)
+      if (num_total > 0 && hi[k] - lo[k] > box)
+        fail("friends-of-friends: the particles extend over {} along {} ([{}, {}]), more than the periodic box size "
+             "{}; give the box the particles live in (or 0 for open boundaries)",
+             hi[k] - lo[k], "xyz"[k], lo[k], hi[k], box);
+  double length = options.linking_length;
+  if (length != 0) {
+    if (!(length > 0) || !std::isfinite(length))
+      fail("friends-of-friends: linking length {} must be finite and > 0 (or 0 to use b)", length);
+  } else {
+    if (!(options.b > 0) || !std::isfinite(options.b))
+      fail("friends-of-friends: b = {} must be finite and > 0 (the linking length is b times the mean "
+           "interparticle separation; 0.2 is usual)",
+           options.b);
+    if (num_total == 0) return 0;
+    double volume = 1;
+    if (box > 0) {
+      volume = box * box * box;
+    } else {
+      for (int k = 0; k < 3; ++k) volume *= hi[k] - lo[k];
+      if (!(volume > 0) || !std::isfinite(volume))
+        fail("friends-of-friends: the particles' bounding box [{}, {}] x [{}, {}] x [{}, {}] has volume {}, so there "
+             "is no mean interparticle separation; give the linking length directly",
+             lo[0], hi[0], lo[1], hi[1], lo[2], hi[2], volume);
+    }
+    length = options.b * std::cbrt(volume / double(num_total));
+  }
+  if (box > 0 && !(length < 0.5 * box))
+    fail("friends-of-friends: linking length {} must be less than half the periodic box size {}", length, box);
+  return length;
+}
+
+namespace {
+
+/// Global bounds of the particles and the count of non-finite positions.
+void global_bounds(Context const& context, Particles<> const& particles, double lo[3], double hi[3],
+                   std::uint64_t& non_finite) {
+  ExecutionSpace space;
+  auto const pos = particles.pos;
+  std::uint64_t bad = 0;
+  Kokkos::parallel_reduce(
+      "kfmm::fof::non_finite", Kokkos::RangePolicy<ExecutionSpace>(space, 0, particles.num),
+      KOKKOS_LAMBDA(std::size_t i, std::uint64_t & count) {
+        for (int k = 0; k < 3; ++k)
+          if (!compat::math::isfinite(pos(i, k))) {
+            ++count;
+            break;
+          }
+      },
+      bad);
+  compute_bounds(space, pos, particles.num, lo, hi);
+  MPI_Allreduce(MPI_IN_PLACE, lo, 3, MPI_DOUBLE, MPI_MIN, context.comm());
+  MPI_Allreduce(MPI_IN_PLACE, hi, 3, MPI_DOUBLE, MPI_MAX, context.comm());
+  MPI_Allreduce(&bad, &non_finite, 1, MPI_UINT64_T, MPI_SUM, context.comm());
+}
+
+}  // namespace
+
+FoFResult friends_of_friends(Context const& context, Particles<> const& particles, FoFOptions const& options) {
+  ExecutionSpace space;
+  std::size_t const n = particles.num;
+  std::uint64_t local = n, total = 0;
+  MPI_Allreduce(&local, &total, 1, MPI_UINT64_T, MPI_SUM, context.comm());
+  double lo[3], hi[3];
+  std::uint64_t non_finite = 0;
+  global_bounds(context, particles, lo, hi, non_finite);
+  FoFResult result;
+  collectively(context, [&] {
+    if (non_finite > 0)
+      fail("friends-of-friends: {} particle(s) have non-finite positions; fix the input", non_finite);
+    result.linking_length = fof_linking_length(options, total, lo, hi);
+  });
+  result.label = ScalarView<std::uint64_t>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fof::label"), n);
+  if (total == 0) return result;
+  if (context.size() == 1) {
+    ScalarView<int> component(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fof::component"), n);
+    collectively(context, [&] {
+      fof_components(space, particles.pos, n, result.linking_length, options.box_size, component);
+    });
+    fof_min_labels(space, component, particles.id, n, result.label);
+  } else {
+    detail::fof_distributed(context, particles, result.linking_length, options.box_size, result);
+  }
+  auto const label = result.label;
+  auto const id = particles.id;
+  std::uint64_t groups = 0;
+  Kokkos::parallel_reduce(
+      "kfmm::fof::count_groups", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+      KOKKOS_LAMBDA(std::size_t i, std::uint64_t & count) { count += label(i) == id(i) ? 1 : 0; }, groups);
+  MPI_Allreduce(&groups, &result.num_groups, 1, MPI_UINT64_T, MPI_SUM, context.comm());
+  return result;
+}
+
+}  // namespace kfmm
