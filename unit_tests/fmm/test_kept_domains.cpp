@@ -42,16 +42,28 @@ class KeptDomainsTest : public testing::Test {
     EXPECT_EQ(differ, 0u) << when << ", rank " << world.rank();
   }
 
-  // Moves every particle by dt × its velocity (some cross the domain boundaries).
-  static void drift(Particles<MemorySpace>& particles, double dt) {
-    auto const pos = particles.pos;
-    auto const vel = particles.vel;
-    Kokkos::parallel_for(
-        "test::drift", Kokkos::RangePolicy<ExecutionSpace>(0, particles.num), KOKKOS_LAMBDA(std::size_t i) {
-          for (int d = 0; d < 3; ++d) pos(i, d) += dt * vel(i, d);
-        });
-  }
 };
+
+// Device lambdas live in free functions (nvcc's extended-lambda rule).
+// Moves every particle by dt × its velocity (some cross the domain boundaries).
+void drift(Particles<MemorySpace>& particles, double dt) {
+  auto const pos = particles.pos;
+  auto const vel = particles.vel;
+  Kokkos::parallel_for(
+      "test::drift", Kokkos::RangePolicy<ExecutionSpace>(0, particles.num), KOKKOS_LAMBDA(std::size_t i) {
+        for (int d = 0; d < 3; ++d) pos(i, d) += dt * vel(i, d);
+      });
+}
+
+// Every other particle onto one point: whoever owns that point would hold about half of all.
+void gather_half(Particles<MemorySpace>& particles) {
+  auto const pos = particles.pos;
+  Kokkos::parallel_for(
+      "test::gather", Kokkos::RangePolicy<ExecutionSpace>(0, particles.num), KOKKOS_LAMBDA(std::size_t i) {
+        if (i % 2 == 0)
+          for (int d = 0; d < 3; ++d) pos(i, d) = 0.125 * (d + 1);
+      });
+}
 
 TEST_F(KeptDomainsTest, KeptDomainsGiveTheSameForcesAsNewOnes) {
   auto particles = make(6000);
@@ -75,13 +87,7 @@ TEST_F(KeptDomainsTest, ALoadThatNoLongerBalancesGetsNewDomains) {
   renew.domain_tolerance = 0;
   ForceSolver a(world, keep), b(world, renew);
   expect_same_forces(a, b, particles, "first evaluation");
-  // Every other particle onto one point: whoever owns that point would hold about half of all.
-  auto const pos = particles.pos;
-  Kokkos::parallel_for(
-      "test::gather", Kokkos::RangePolicy<ExecutionSpace>(0, particles.num), KOKKOS_LAMBDA(std::size_t i) {
-        if (i % 2 == 0)
-          for (int d = 0; d < 3; ++d) pos(i, d) = 0.125 * (d + 1);
-      });
+  gather_half(particles);
   expect_same_forces(a, b, particles, "after the gathering");
   EXPECT_FALSE(a.stats().domains_kept);
 }
