@@ -136,7 +136,7 @@ if [ "${KFMM_SKIP_SANITIZERS:-0}" != 1 ]; then
       -DKFMM_ENABLE_BENCHMARKS=OFF -DKFMM_EXPANSION_ORDERS=7 -DKFMM_SANITIZE_TESTS=OFF \
       -DKFMM_TEST_EXCLUDE="$SANITIZER_EXCLUDE" \
     && stage "build sanitizers" build "$SANITIZER_BUILD" kfmm_test_core kfmm_test_comm kfmm_test_fmm \
-         kfmm_test_integrate kfmm_test_io; then
+         kfmm_test_neighbors kfmm_test_integrate kfmm_test_io; then
     # The tests set ASAN_OPTIONS=detect_leaks=0 themselves (MPI and Kokkos keep allocations
     # to exit); every other report aborts the test. One-rank tests at 2 threads, in both kernel
     # shapes (the 1-thread runs repeat the same code). Only the test executables are built: the
