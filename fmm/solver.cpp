@@ -354,11 +354,9 @@ class ForceSolver::Impl {
     return {};
   }
 
-  // What one M2L costs in P2P pairs: its multiply–adds grow as C(p + 6, 6) (462 at p = 5);
-  // perf_tests measured 3.1e9 float pairs/s and 52, 29, 16 M M2L/s at p = 4, 5, 6 per core,
-  // i.e. 60, 106, 190 pairs, which 0.23·C(p + 6, 6) follows within 20 %. Since the lane
-  // transpose M2L runs at 77, 35, 21 M/s (0.19·C would fit); the weights only steer the
-  // balance, which the measured imbalance reports.
+  // What one M2L costs in P2P pairs: its multiply–adds grow as C(p + 6, 6), and the factor
+  // fits the P2P and M2L rates of perf_tests (figures in docs/cost_model.md). The weights only
+  // steer the balance, which the measured imbalance reports.
   static double m2l_cost_in_pairs(int order) {
     double binomial = 1;
     for (int k = 1; k <= 6; ++k) binomial = binomial * (order + k) / k;
