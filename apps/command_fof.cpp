@@ -110,9 +110,7 @@ void add_fof_command(CLI::App& app, Environment& environment) {
       ->capture_default_str();
   command->add_option("--particles-out", options->particles_out,
                       "also write a copy of the particles with PartType1/GroupNr (catalogue number, -1: none)");
-  command->add_option("--file-precision", options->file_precision, "stored precision of --particles-out")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"float", "double"}));
+  add_file_precision_option(command, options->file_precision, "stored precision of --particles-out");
   add_duplicate_ids_option(command, options->duplicate_ids);
   command->callback([options, &environment] { run_fof(environment.world(), *options); });
 }

@@ -73,12 +73,8 @@ void add_forces_command(CLI::App& app, Environment& environment) {
   command->add_option("input", options->input, "GADGET-4 HDF5 particle file (or snapdir)")->required();
   command->add_option("-o,--output", options->output, "output file (same particles plus Potential, Acceleration)")
       ->required();
-  command->add_option("--file-precision", options->file_precision, "stored precision: float or double")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"float", "double"}));
-  command->add_option("--compression", options->compression, "0: none; 1..9: shuffle + deflate level")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 9));
+  add_file_precision_option(command, options->file_precision);
+  add_compression_option(command, options->compression);
   command->add_option("--check", options->check,
                       "compare the forces of this many targets (chosen by id hash; all when ≥ N) with double-precision "
                       "direct summation and print E, median, 99%, 99.9% and max of the per-particle relative error")

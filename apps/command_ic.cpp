@@ -1,6 +1,7 @@
 // `kfmm ic`: generate initial conditions (the same particles on any rank count) and write them
 // as a GADGET-4 HDF5 file.
 #include "commands.hpp"
+#include "input_options.hpp"
 
 #include <kfmm/comm/initial_conditions.hpp>
 #include <kfmm/core/error.hpp>
@@ -138,9 +139,7 @@ void add_ic_command(CLI::App& app, Environment& environment) {
   command->add_option("--precision", options->precision, "stored precision of the floating-point datasets")
       ->capture_default_str()
       ->check(CLI::IsMember({"float", "double"}));
-  command->add_option("--compression", options->compression, "0: none; 1..9: shuffle + deflate level")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 9));
+  add_compression_option(command, options->compression);
   command->add_option("--layout", options->layout, "single (one file) or per-rank (snapdir with one file per rank)")
       ->capture_default_str()
       ->check(CLI::IsMember({"single", "per-rank"}));

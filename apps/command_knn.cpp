@@ -111,12 +111,8 @@ void add_knn_command(CLI::App& app, Environment& environment) {
   command->add_flag("--density-only", options->no_neighbours, "with --density, write Density but not the neighbour lists");
   command->add_flag("--include-self", options->include_self, "count each particle as its own nearest neighbour");
   command->add_option("--leaf-size", options->leaf_size, "largest leaf of the search trees")->capture_default_str();
-  command->add_option("--file-precision", options->file_precision, "stored precision: float or double")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"float", "double"}));
-  command->add_option("--compression", options->compression, "0: none; 1..9: shuffle + deflate level")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 9));
+  add_file_precision_option(command, options->file_precision);
+  add_compression_option(command, options->compression);
   add_duplicate_ids_option(command, options->duplicate_ids);
   command->callback([options, &environment] {
     if (options->no_neighbours && !options->density) fail("--density-only needs --density");

@@ -3,26 +3,15 @@
 #include <kfmm/io/run_file.hpp>
 
 #include <gtest/gtest.h>
+#include "run_file_errors.hpp"
 
 #include <sstream>
 #include <string>
 
 namespace {
 
-/// The message of the kfmm::Error that parsing `text` throws (fails the test if none).
-std::string error_of(std::string const& text) {
-  try {
-    kfmm::parse_run_text(text, "bad.yaml");
-  } catch (kfmm::Error const& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no error for:\n" << text;
-  return {};
-}
-
-void expect_contains(std::string const& message, std::initializer_list<char const*> parts) {
-  for (char const* part : parts) EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' not in: " << message;
-}
+using kfmm::test_support::expect_contains;
+using kfmm::test_support::run_file_error_of;
 
 TEST(RunFile, DefaultFileParsesToTheDefaults) {
   auto const defaults = kfmm::parse_run_text("", "built-in default");
@@ -140,43 +129,43 @@ ic: {kind: satellites, truncation_radius: 200, satellites: 3, satellite_scale: 0
 }
 
 TEST(RunFile, InvalidModelOptionsFailWhenTheFileIsRead) {
-  expect_contains(error_of("ic: {kind: nfw, truncation_radius: 0.5}\n"),
+  expect_contains(run_file_error_of("ic: {kind: nfw, truncation_radius: 0.5}\n"),
                   {"bad.yaml", "truncation_radius = 0.5", "nfw"});
-  expect_contains(error_of("ic:\n  satellites: 7\n"), {"'ic.satellites' = 7", "out of range", "line 2"});
-  expect_contains(error_of("ic: {kind: satellites, truncation_radius: 10}\n"), {"truncation_radius = 10", "20"});
-  expect_contains(error_of("ic: {kind: disk, disk_scale_height: 0}\n"), {"'ic.disk_scale_height' = 0", "out of range"});
+  expect_contains(run_file_error_of("ic:\n  satellites: 7\n"), {"'ic.satellites' = 7", "out of range", "line 2"});
+  expect_contains(run_file_error_of("ic: {kind: satellites, truncation_radius: 10}\n"), {"truncation_radius = 10", "20"});
+  expect_contains(run_file_error_of("ic: {kind: disk, disk_scale_height: 0}\n"), {"'ic.disk_scale_height' = 0", "out of range"});
   // Options of other kinds are not checked against the model.
   EXPECT_NO_THROW(kfmm::parse_run_text("ic: {kind: plummer, truncation_radius: 0.5}\n", "run.yaml"));
 }
 
 TEST(RunFile, UnknownKeyNamesKeyFileAndLine) {
-  expect_contains(error_of("ic:\n  n: 100\n  nn: 5\n"), {"unknown key 'ic.nn'", "bad.yaml", "line 3"});
-  expect_contains(error_of("icc: {n: 100}\n"), {"unknown key 'icc'", "line 1"});
+  expect_contains(run_file_error_of("ic:\n  n: 100\n  nn: 5\n"), {"unknown key 'ic.nn'", "bad.yaml", "line 3"});
+  expect_contains(run_file_error_of("icc: {n: 100}\n"), {"unknown key 'icc'", "line 1"});
 }
 
 TEST(RunFile, WrongTypeNamesKeyAndValue) {
-  expect_contains(error_of("ic:\n  n: many\n"), {"'ic.n'", "integer", "'many'", "bad.yaml", "line 2"});
-  expect_contains(error_of("ic:\n  n: 1.5\n"), {"'ic.n'", "integer"});
-  expect_contains(error_of("output:\n  snapshots: sometimes\n"), {"'output.snapshots'", "true or false"});
-  expect_contains(error_of("time:\n  output_times: 3\n"), {"'time.output_times'", "list"});
-  expect_contains(error_of("ic: 5\n"), {"'ic' must be a section"});
-  expect_contains(error_of("integrator: {kind: rk4}\n"), {"'integrator.kind'", "rk4", "dkd|kdk|lattice_dkd"});
+  expect_contains(run_file_error_of("ic:\n  n: many\n"), {"'ic.n'", "integer", "'many'", "bad.yaml", "line 2"});
+  expect_contains(run_file_error_of("ic:\n  n: 1.5\n"), {"'ic.n'", "integer"});
+  expect_contains(run_file_error_of("output:\n  snapshots: sometimes\n"), {"'output.snapshots'", "true or false"});
+  expect_contains(run_file_error_of("time:\n  output_times: 3\n"), {"'time.output_times'", "list"});
+  expect_contains(run_file_error_of("ic: 5\n"), {"'ic' must be a section"});
+  expect_contains(run_file_error_of("integrator: {kind: rk4}\n"), {"'integrator.kind'", "rk4", "dkd|kdk|lattice_dkd"});
 }
 
 TEST(RunFile, MissingRequiredKey) {
-  expect_contains(error_of("ic: {kind: file}\n"), {"missing required key 'ic.file'", "bad.yaml"});
-  expect_contains(error_of("time: {step_mode: fixed}\n"), {"missing required key 'time.dt'"});
+  expect_contains(run_file_error_of("ic: {kind: file}\n"), {"missing required key 'ic.file'", "bad.yaml"});
+  expect_contains(run_file_error_of("time: {step_mode: fixed}\n"), {"missing required key 'time.dt'"});
 }
 
 TEST(RunFile, OutOfRangeValues) {
-  expect_contains(error_of("force:\n  order: 12\n"), {"'force.order' = 12", "out of range", "line 2"});
-  expect_contains(error_of("force: {theta: -1}\n"), {"'force.theta'", "out of range"});
-  expect_contains(error_of("time: {output_times: [1, 0.5]}\n"), {"'time.output_times'", "increasing"});
-  expect_contains(error_of("time: {start: 2, end: 1}\n"), {"'time.end'", "later than time.start"});
+  expect_contains(run_file_error_of("force:\n  order: 12\n"), {"'force.order' = 12", "out of range", "line 2"});
+  expect_contains(run_file_error_of("force: {theta: -1}\n"), {"'force.theta'", "out of range"});
+  expect_contains(run_file_error_of("time: {output_times: [1, 0.5]}\n"), {"'time.output_times'", "increasing"});
+  expect_contains(run_file_error_of("time: {start: 2, end: 1}\n"), {"'time.end'", "later than time.start"});
 }
 
 TEST(RunFile, MissingFileAndBadYaml) {
-  expect_contains(error_of("ic: [1, 2\n"), {"bad.yaml", "not valid YAML"});
+  expect_contains(run_file_error_of("ic: [1, 2\n"), {"bad.yaml", "not valid YAML"});
   try {
     kfmm::read_run_file("/nonexistent/run.yaml");
     ADD_FAILURE();
@@ -192,8 +181,8 @@ namespace {
 // Found by fuzz_tests/fuzz_run_file: a key that is a list or a map made yaml-cpp's conversion
 // to a string throw YAML::TypedBadConversion out of the reader.
 TEST(RunFileFuzzFindings, KeyThatIsNotANameIsAnError) {
-  expect_contains(error_of("ic:\n  [n]: 5\n"), {"bad.yaml", "line 2", "a key must be a name", "a list"});
-  expect_contains(error_of("? {ic: 1}\n: 2\n"), {"a key must be a name", "a map"});
+  expect_contains(run_file_error_of("ic:\n  [n]: 5\n"), {"bad.yaml", "line 2", "a key must be a name", "a list"});
+  expect_contains(run_file_error_of("? {ic: 1}\n: 2\n"), {"a key must be a name", "a map"});
 }
 
 // Seeds are read from their digits: above 2^53 a double would round them.
@@ -202,26 +191,26 @@ TEST(RunFileFuzzFindings, SeedsAreExact64BitIntegers) {
             18446744073709551615ull);
   EXPECT_EQ(kfmm::parse_run_text("ic: {seed: 9007199254740993}\n", "run.yaml").ic.seed, 9007199254740993ull);
   EXPECT_EQ(kfmm::parse_run_text("ic: {seed: 0}\n", "run.yaml").ic.seed, 0u);
-  expect_contains(error_of("ic: {seed: -1}\n"), {"bad.yaml", "ic.seed", "-1", "negative", "18446744073709551615"});
-  expect_contains(error_of("ic: {seed: 1.5}\n"), {"ic.seed", "integer", "'1.5'"});
-  expect_contains(error_of("ic: {seed: 1e3}\n"), {"ic.seed", "integer", "'1e3'"});
-  expect_contains(error_of("ic: {seed: 18446744073709551616}\n"), {"ic.seed", "out of range", "18446744073709551615"});
-  expect_contains(error_of("ic: {seed: [1]}\n"), {"ic.seed", "a list"});
+  expect_contains(run_file_error_of("ic: {seed: -1}\n"), {"bad.yaml", "ic.seed", "-1", "negative", "18446744073709551615"});
+  expect_contains(run_file_error_of("ic: {seed: 1.5}\n"), {"ic.seed", "integer", "'1.5'"});
+  expect_contains(run_file_error_of("ic: {seed: 1e3}\n"), {"ic.seed", "integer", "'1e3'"});
+  expect_contains(run_file_error_of("ic: {seed: 18446744073709551616}\n"), {"ic.seed", "out of range", "18446744073709551615"});
+  expect_contains(run_file_error_of("ic: {seed: [1]}\n"), {"ic.seed", "a list"});
 }
 
 // Found by fuzz_tests/fuzz_run_file: output counts that fill memory (time.outputs up to 1e9, a
 // fixed step with output_every and a tiny dt) are refused before anything is allocated.
 TEST(RunFileFuzzFindings, OutputCountsAreBounded) {
-  expect_contains(error_of("time: {outputs: 1000000000}\n"), {"time.outputs", "out of range"});
-  expect_contains(error_of("time: {step_mode: fixed, dt: 1e-300, output_every: 1}\n"),
+  expect_contains(run_file_error_of("time: {outputs: 1000000000}\n"), {"time.outputs", "out of range"});
+  expect_contains(run_file_error_of("time: {step_mode: fixed, dt: 1e-300, output_every: 1}\n"),
                   {"time.output_every", "outputs, more than 1000000", "larger time.output_every or time.dt"});
   EXPECT_EQ(kfmm::parse_run_text("time: {outputs: 1000}\n", "run.yaml").simulation.schedule.output_times.size(), 1000u);
 }
 
 // yaml-cpp keeps repeated keys; one of the two values used to be ignored without a word.
 TEST(RunFileFuzzFindings, RepeatedKeysAndSectionsAreErrors) {
-  expect_contains(error_of("ic:\n  n: 10\n  n: 20\n"), {"line 3", "'ic.n' is given twice", "first at line 2"});
-  expect_contains(error_of("ic: {n: 10}\nic: {seed: 3}\n"), {"line 2", "section 'ic' is given twice"});
+  expect_contains(run_file_error_of("ic:\n  n: 10\n  n: 20\n"), {"line 3", "'ic.n' is given twice", "first at line 2"});
+  expect_contains(run_file_error_of("ic: {n: 10}\nic: {seed: 3}\n"), {"line 2", "section 'ic' is given twice"});
 }
 
 }  // namespace

@@ -3,24 +3,14 @@
 #include <kfmm/io/run_file.hpp>
 
 #include <gtest/gtest.h>
+#include "run_file_errors.hpp"
 
 #include <string>
 
 namespace {
 
-std::string external_error_of(std::string const& text) {
-  try {
-    kfmm::parse_run_text(text, "bad.yaml");
-  } catch (kfmm::Error const& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no error for:\n" << text;
-  return {};
-}
-
-void expect_external_error(std::string const& message, std::initializer_list<char const*> parts) {
-  for (char const* part : parts) EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' not in: " << message;
-}
+using kfmm::test_support::expect_contains;
+using kfmm::test_support::run_file_error_of;
 
 TEST(RunFileExternal, ReadsEveryKindAndTheCentres) {
   auto const settings = kfmm::parse_run_text(R"(ic: {kind: plummer}
@@ -63,39 +53,39 @@ output: {centres: step, centre_shrink_factor: 0.95, centre_min_particles: 50}
 TEST(RunFileExternal, MilkyWayNeedsAstroUnits) {
   auto const mw = kfmm::parse_run_text("external:\n  - kind: milky_way_2014\n", "run.yaml");  // clumps: astro
   EXPECT_EQ(mw.simulation.external.potentials.size(), 3u);
-  expect_external_error(external_error_of("ic: {kind: plummer}\nexternal:\n  - kind: milky_way_2014\n"),
+  expect_contains(run_file_error_of("ic: {kind: plummer}\nexternal:\n  - kind: milky_way_2014\n"),
                   {"bad.yaml", "external entry 1", "use units.system: astro"});
 }
 
 TEST(RunFileExternal, BadEntriesNameTheKeyTheValueAndTheLimit) {
-  expect_external_error(external_error_of("external:\n  - {kind: isochrone, mass: 1}\n"),
+  expect_contains(run_file_error_of("external:\n  - {kind: isochrone, mass: 1}\n"),
                   {"bad.yaml' line 2", "external entry 1", "'kind' = 'isochrone' is not one of", "hernquist"});
-  expect_external_error(external_error_of("external:\n  - {kind: hernquist, mass: -1, a: 1}\n"),
+  expect_contains(run_file_error_of("external:\n  - {kind: hernquist, mass: -1, a: 1}\n"),
                   {"external entry 1", "'mass' = -1 is out of range", "must be > 0"});
-  expect_external_error(external_error_of("external:\n  - {kind: plummer, mass: 1, b: 1}\n  - {kind: plummer, mass: 1, b: 0}\n"),
+  expect_contains(run_file_error_of("external:\n  - {kind: plummer, mass: 1, b: 1}\n  - {kind: plummer, mass: 1, b: 0}\n"),
                   {"external entry 2", "'b' = 0 is out of range"});
-  expect_external_error(external_error_of("external:\n  - {kind: logarithmic, v0: 1, core_radius: 1, q: 0}\n"),
+  expect_contains(run_file_error_of("external:\n  - {kind: logarithmic, v0: 1, core_radius: 1, q: 0}\n"),
                   {"'q' = 0 is out of range"});
-  expect_external_error(external_error_of("external:\n  - {kind: hernquist, mass: 1}\n"), {"needs 'a'"});
-  expect_external_error(external_error_of("external:\n  - {kind: hernquist, mass: 1, a: 1, b: 2}\n"),
+  expect_contains(run_file_error_of("external:\n  - {kind: hernquist, mass: 1}\n"), {"needs 'a'"});
+  expect_contains(run_file_error_of("external:\n  - {kind: hernquist, mass: 1, a: 1, b: 2}\n"),
                   {"key 'b' does not apply to kind hernquist"});
-  expect_external_error(external_error_of("external:\n  - {kind: hernquist, mass: 1, a: 1, colour: red}\n"), {"unknown key 'colour'"});
-  expect_external_error(external_error_of("external:\n  - {kind: nfw, density: 1, scale_radius: 1, m200: 3}\n"), {"not both"});
-  expect_external_error(external_error_of("external:\n  - {kind: nfw, density: 1, centre_motion: integrated}\n"), {"scale_radius"});
-  expect_external_error(external_error_of("external:\n  - {kind: nfw, density: 1, scale_radius: 1, centre_motion: integrated}\n"),
+  expect_contains(run_file_error_of("external:\n  - {kind: hernquist, mass: 1, a: 1, colour: red}\n"), {"unknown key 'colour'"});
+  expect_contains(run_file_error_of("external:\n  - {kind: nfw, density: 1, scale_radius: 1, m200: 3}\n"), {"not both"});
+  expect_contains(run_file_error_of("external:\n  - {kind: nfw, density: 1, centre_motion: integrated}\n"), {"scale_radius"});
+  expect_contains(run_file_error_of("external:\n  - {kind: nfw, density: 1, scale_radius: 1, centre_motion: integrated}\n"),
                   {"needs a finite mass"});
-  expect_external_error(external_error_of("external:\n  - {kind: hernquist, mass: 1, a: 1, centre: [1, 2]}\n"),
+  expect_contains(run_file_error_of("external:\n  - {kind: hernquist, mass: 1, a: 1, centre: [1, 2]}\n"),
                   {"'centre' must be a list of three finite numbers"});
-  expect_external_error(external_error_of("external:\n  - {kind: hernquist, mass: 1, a: 1, velocity: [1, 2, 3]}\n"),
+  expect_contains(run_file_error_of("external:\n  - {kind: hernquist, mass: 1, a: 1, velocity: [1, 2, 3]}\n"),
                   {"'velocity' needs centre_motion linear or integrated"});
-  expect_external_error(external_error_of("external:\n  - {kind: uniform}\n"), {"needs 'acceleration'"});
-  expect_external_error(external_error_of("external:\n  kind: hernquist\n"), {"'external' must be a list"});
-  expect_external_error(external_error_of("external:\n  - hernquist\n"), {"must be a map"});
-  expect_external_error(external_error_of("integrator: {kind: lattice_dkd}\nexternal:\n  - {kind: plummer, mass: 1, b: 1, "
+  expect_contains(run_file_error_of("external:\n  - {kind: uniform}\n"), {"needs 'acceleration'"});
+  expect_contains(run_file_error_of("external:\n  kind: hernquist\n"), {"'external' must be a list"});
+  expect_contains(run_file_error_of("external:\n  - hernquist\n"), {"must be a map"});
+  expect_contains(run_file_error_of("integrator: {kind: lattice_dkd}\nexternal:\n  - {kind: plummer, mass: 1, b: 1, "
                            "centre_motion: integrated}\n"),
                   {"lattice_dkd"});
-  expect_external_error(external_error_of("output: {centres: sometimes}\n"), {"output.centres", "none|output|step"});
-  expect_external_error(external_error_of("output: {centre_shrink_factor: 1}\n"), {"output.centre_shrink_factor", "out of range"});
+  expect_contains(run_file_error_of("output: {centres: sometimes}\n"), {"output.centres", "none|output|step"});
+  expect_contains(run_file_error_of("output: {centre_shrink_factor: 1}\n"), {"output.centre_shrink_factor", "out of range"});
 }
 
 }  // namespace
