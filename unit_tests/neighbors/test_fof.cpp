@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -142,7 +143,8 @@ TEST_F(FoF, CoincidentParticles) {
 
 // fof_components on one rank's points directly, with grids of 1 to many coarse cells per axis
 // (linking lengths up to just under half the periodic box).
-void check_components(PointSet const& s, double link, double box) {
+// The labels fof_components + fof_min_labels give `s` on this rank alone.
+std::vector<std::uint64_t> component_labels(PointSet const& s, double link, double box) {
   kfmm::Vec3View<double, kfmm::HostSpace> host("pos", s.size());
   for (std::size_t i = 0; i < s.size(); ++i)
     for (int k = 0; k < 3; ++k) host(i, k) = s.x[3 * i + k];
@@ -154,7 +156,11 @@ void check_components(PointSet const& s, double link, double box) {
   kfmm::ExecutionSpace space;
   kfmm::fof_components(space, pos, s.size(), link, box, component);
   kfmm::fof_min_labels(space, component, id, s.size(), label);
-  auto const got = to_vector(label, s.size());
+  return to_vector(label, s.size());
+}
+
+void check_components(PointSet const& s, double link, double box) {
+  auto const got = component_labels(s, link, box);
   auto const expected = brute_force_labels(s, link, box);
   std::size_t wrong = 0, groups = 0;
   for (std::size_t i = 0; i < s.size(); ++i) {
@@ -178,18 +184,7 @@ TEST_F(FoF, ComponentsAtEveryGridSize) {
   auto const s = uniform_points(600, 1.0, 5);
   for (double link : {0.02, 0.05, 0.11, 0.26, 0.49}) {
     for (double box : {0.0, 1.0}) {
-      kfmm::Vec3View<double, kfmm::HostSpace> host("pos", s.size());
-      for (std::size_t i = 0; i < s.size(); ++i)
-        for (int k = 0; k < 3; ++k) host(i, k) = s.x[3 * i + k];
-      kfmm::Vec3View<double> pos("pos", s.size());
-      Kokkos::deep_copy(pos, host);
-      kfmm::ScalarView<int> component("component", s.size());
-      kfmm::ScalarView<std::uint64_t> id("id", s.size()), label("label", s.size());
-      Kokkos::deep_copy(id, Kokkos::View<std::uint64_t const*, kfmm::HostSpace, Kokkos::MemoryUnmanaged>(s.id.data(), s.size()));
-      kfmm::ExecutionSpace space;
-      kfmm::fof_components(space, pos, s.size(), link, box, component);
-      kfmm::fof_min_labels(space, component, id, s.size(), label);
-      auto const got = to_vector(label, s.size());
+      auto const got = component_labels(s, link, box);
       auto const expected = brute_force_labels(s, link, box);
       std::size_t wrong = 0;
       for (std::size_t i = 0; i < s.size(); ++i) wrong += got[i] != expected[i] ? 1 : 0;
