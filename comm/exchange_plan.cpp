@@ -32,26 +32,32 @@ void exchange_remote_bytes(MPI_Comm comm, int rank, MessageCounts const& counts,
 }
 
 std::vector<std::size_t> plan_exports(Context const& context, int const* destinations, std::size_t n,
-                                      std::vector<std::size_t>& order) {
+                                      std::vector<std::size_t>& order, std::string* deferred_error) {
   int const ranks = context.size();
   std::vector<std::size_t> counts(ranks, 0);
   std::string error;
+  auto const valid = [ranks](int destination) { return destination >= 0 && destination < ranks; };
   for (std::size_t i = 0; i < n; ++i) {
     int const destination = destinations[i];
     if (destination >= ranks || destination < -1) {
-      error = fmt::format("ExchangePlan: element {} has destination rank {}, outside [-1, {}); use a rank of the "
-                          "communicator or -1 to drop the element",
-                          i, destination, ranks);
-      break;
+      if (error.empty())
+        error = fmt::format("ExchangePlan: element {} has destination rank {}, outside [-1, {}); use a rank of the "
+                            "communicator or -1 to drop the element",
+                            i, destination, ranks);
+      if (deferred_error == nullptr) break;
+      continue;
     }
     if (destination >= 0) ++counts[destination];
   }
-  agree_on_error(context, error);
+  if (deferred_error == nullptr)
+    agree_on_error(context, error);
+  else if (!error.empty() && deferred_error->empty())
+    *deferred_error = error;
   // Stable counting sort by destination.
   std::vector<std::size_t> next = offsets_of(counts);
   order.assign(next.back(), 0);
   for (std::size_t i = 0; i < n; ++i)
-    if (destinations[i] >= 0) order[next[destinations[i]]++] = i;
+    if (valid(destinations[i])) order[next[destinations[i]]++] = i;
   return counts;
 }
 

@@ -33,10 +33,11 @@ struct MessageCounts {
 void exchange_remote_bytes(MPI_Comm comm, int rank, MessageCounts const& counts, std::size_t bytes_per_element,
                            char const* send, char* recv, std::size_t max_message_bytes);
 
-/// Counts the elements for each rank and checks the destinations (agreed across ranks).
+/// Counts the elements for each rank and checks the destinations (agreed across ranks; or,
+/// with `deferred_error`, not agreed: a bad element is dropped and reported there).
 /// Returns export counts; fills `order` so that order[j] is the element of export slot j.
 std::vector<std::size_t> plan_exports(Context const& context, int const* destinations, std::size_t n,
-                                      std::vector<std::size_t>& order);
+                                      std::vector<std::size_t>& order, std::string* deferred_error = nullptr);
 
 /// Exchanges export counts for import counts: a nonblocking consensus (NBX, Hoefler, Siebert
 /// and Lumsdaine 2010): a synchronous send to each rank this one exports to, receives of
@@ -57,6 +58,36 @@ View allocate_rows(std::string const& label, std::size_t rows, std::size_t width
     (void)width;
     return View(label, rows);
   }
+}
+
+/// \brief Byte buffers kept for the life of the Kokkos session and grown on demand, so that
+/// repeated exchanges allocate nothing: device send/receive buffers and their page-locked host
+/// staging copies. Slot `which` (0: send, 1: receive) of `Space`. Released at Kokkos::finalize.
+template <class Space>
+Kokkos::View<char*, Space> reusable_buffer(int which, std::size_t bytes) {
+  static Kokkos::View<char*, Space> buffers[2];
+  static bool const hooked = [] {
+    Kokkos::push_finalize_hook([] {
+      for (auto& buffer : buffers) buffer = Kokkos::View<char*, Space>();
+    });
+    return true;
+  }();
+  (void)hooked;
+  auto& buffer = buffers[which];
+  if (buffer.extent(0) < bytes) {
+    buffer = Kokkos::View<char*, Space>();  // free first: the peak stays one buffer
+    std::size_t const grown = bytes + bytes / 2;
+    buffer = Kokkos::View<char*, Space>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::exchange_plan::buffer"),
+                                        grown);
+  }
+  return buffer;
+}
+
+/// `count` elements of type T at the start of a reusable byte buffer.
+template <class T, class Space>
+Kokkos::View<T*, Space, Kokkos::MemoryUnmanaged> typed_buffer(int which, std::size_t count) {
+  auto const bytes = reusable_buffer<Space>(which, count * sizeof(T) + 1);
+  return Kokkos::View<T*, Space, Kokkos::MemoryUnmanaged>(reinterpret_cast<T*>(bytes.data()), count);
 }
 
 /// Forward: send slot j takes element order(j); reverse: slot j takes row j. The kernels are
@@ -106,6 +137,19 @@ class ExchangePlan {
   /// destination on any rank makes every rank throw kfmm::Error.
   ExchangePlan(Context const& context, Kokkos::View<int const*, Memory> const& destinations, std::size_t n,
                std::size_t max_message_bytes = INT_MAX)
+      : ExchangePlan(context, destinations, n, max_message_bytes, nullptr) {}
+
+  /// \brief The same plan without the two agreements of the checks (an Allreduce each): for
+  /// callers inside a stage that agrees its errors in a later collective of its own. A bad
+  /// destination drops its element and a too large `n` is cut to the destinations given; both
+  /// are reported in `deferred_error` (left as it is otherwise), which the caller must agree.
+  ExchangePlan(Context const& context, Kokkos::View<int const*, Memory> const& destinations, std::size_t n,
+               std::string& deferred_error, std::size_t max_message_bytes = INT_MAX)
+      : ExchangePlan(context, destinations, n, max_message_bytes, &deferred_error) {}
+
+ private:
+  ExchangePlan(Context const& context, Kokkos::View<int const*, Memory> const& destinations, std::size_t n,
+               std::size_t max_message_bytes, std::string* deferred_error)
       : context_(std::make_shared<Context const>(context)), comm_(context.comm()), rank_(context.rank()), num_elements_(n),
         max_message_bytes_(max_message_bytes) {
     if (max_message_bytes == 0 || max_message_bytes > std::size_t(INT_MAX))
@@ -113,10 +157,15 @@ class ExchangePlan {
     std::string error;
     if (destinations.extent(0) < n)
       error = fmt::format("ExchangePlan: n = {} exceeds the {} destinations given", n, destinations.extent(0));
-    agree_on_error(context, error);
+    if (deferred_error == nullptr) {
+      agree_on_error(context, error);
+    } else if (!error.empty()) {
+      if (deferred_error->empty()) *deferred_error = error;
+      num_elements_ = n = destinations.extent(0);
+    }
     auto const host_destinations = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), destinations);
     std::vector<std::size_t> order;
-    counts_.send_counts = detail::plan_exports(context, host_destinations.data(), n, order);
+    counts_.send_counts = detail::plan_exports(context, host_destinations.data(), n, order, deferred_error);
     counts_.recv_counts = detail::import_counts(context, counts_.send_counts);
     counts_.send_offsets = detail::offsets_of(counts_.send_counts);
     counts_.recv_offsets = detail::offsets_of(counts_.recv_counts);
@@ -125,6 +174,8 @@ class ExchangePlan {
         Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::exchange_plan::export_order"), order.size());
     Kokkos::deep_copy(export_order_, order_host);
   }
+
+ public:
 
   /// Number of elements the plan was built for (rows of exports; rows returned by reverse()).
   std::size_t num_elements() const { return num_elements_; }
@@ -235,10 +286,11 @@ class ExchangePlan {
     std::size_t const num_send = counts.send_offsets.back(), num_recv = counts.recv_offsets.back();
     execution_space space;
     auto const order = export_order_;
-    Kokkos::View<T*, Memory> send(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::exchange_plan::send"),
-                                  num_send * width);
-    Kokkos::View<T*, Memory> recv(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::exchange_plan::recv"),
-                                  num_recv * width);
+    // Buffers reused across exchanges (also across plans): a walk level allocates nothing.
+    // `source` and `target` are never these buffers (they are kfmm-internal), so a View
+    // exchanged in place stays safe: all rows are packed before any is written.
+    auto const send = detail::typed_buffer<T, Memory>(0, num_send * width);
+    auto const recv = detail::typed_buffer<T, Memory>(1, num_recv * width);
     detail::pack_rows(space, source, order, forward, width, num_send, send);
 
     int const self = rank_;
@@ -255,8 +307,9 @@ class ExchangePlan {
       detail::exchange_remote_bytes(comm_, rank_, counts, width * sizeof(T), reinterpret_cast<char const*>(send.data()),
                                     reinterpret_cast<char*>(recv.data()), max_message_bytes_);
     } else {
-      auto send_host = Kokkos::create_mirror_view(Kokkos::view_alloc(Kokkos::HostSpace(), Kokkos::WithoutInitializing), send);
-      auto recv_host = Kokkos::create_mirror_view(Kokkos::view_alloc(Kokkos::HostSpace(), Kokkos::WithoutInitializing), recv);
+      // Page-locked host staging, reused: the device copies run at full speed.
+      auto const send_host = detail::typed_buffer<T, compat::StagingSpace>(0, num_send * width);
+      auto const recv_host = detail::typed_buffer<T, compat::StagingSpace>(1, num_recv * width);
       compat::fence(space, "kfmm::exchange_plan (data packed before staging)");
       copy_remote_rows(send_host, send, width, num_send, counts.send_offsets[self], counts.send_offsets[self + 1]);
       detail::exchange_remote_bytes(comm_, rank_, counts, width * sizeof(T),

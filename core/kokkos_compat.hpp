@@ -21,6 +21,18 @@
 
 namespace kfmm::compat {
 
+/// Host memory for staging device data through MPI: page-locked where the backend has it, so
+/// device copies to and from it run at full speed and asynchronously.
+#if defined(KOKKOS_HAS_SHARED_HOST_PINNED_SPACE)
+using StagingSpace = Kokkos::SharedHostPinnedSpace;
+#elif defined(KOKKOS_ENABLE_CUDA)
+using StagingSpace = Kokkos::CudaHostPinnedSpace;
+#elif defined(KOKKOS_ENABLE_HIP)
+using StagingSpace = Kokkos::Experimental::HIPHostPinnedSpace;
+#else
+using StagingSpace = Kokkos::HostSpace;
+#endif
+
 /// Device-callable math; `using` declarations so they cost nothing.
 namespace math {
 #if KFMM_KOKKOS_VERSION_GE(3, 7, 0)

@@ -10,18 +10,16 @@
 #include <functional>
 #include <limits>
 #include <numeric>
+#include <unordered_map>
 
 namespace kfmm {
+
+using detail::NodeCodes;
 
 namespace {
 
 constexpr int geometry_doubles = 8;  // centre[3], radius, mass, scale, flags, power radius
 
-
-int owner_of(std::vector<std::uint64_t> const& splitters, std::uint64_t code) {
-  std::uint64_t const key = code_first_key(code);
-  return static_cast<int>(std::upper_bound(splitters.begin(), splitters.end(), key) - splitters.begin());
-}
 
 // Codes of the cells holding both key s − 1 and key s (the cells a boundary at s cuts).
 std::vector<std::uint64_t> cut_cells(std::uint64_t s) {
@@ -32,43 +30,6 @@ std::vector<std::uint64_t> cut_cells(std::uint64_t s) {
     cells.push_back(cell_code(s, level));
   }
   return cells;
-}
-
-// Sends requests[r] to rank r; every rank answers each code it receives through `serve`, which
-// appends records (one code and `doubles_per_record` doubles each) and returns their number.
-// Returns the answers in request order (rank by rank), with the record count of each request.
-struct Answers {
-  std::vector<int> records_per_request;
-  std::vector<std::uint64_t> codes;
-  std::vector<double> doubles;
-};
-
-// All-to-all of variable-length vectors; returns what every rank sent here, by source rank.
-// Counts are 64-bit and messages go through exchange_remote_bytes (pieces of at most INT_MAX
-// bytes): MPI_Alltoallv's int counts and displacements would overflow on large imports.
-template <class T>
-std::vector<T> all_to_all(Context const& context, std::vector<std::vector<T>> const& outgoing,
-                          std::vector<std::size_t>& incoming_counts, std::uint64_t& bytes_sent,
-                          std::uint64_t& bytes_received) {
-  int const ranks = context.size(), rank = context.rank();
-  detail::MessageCounts counts;
-  counts.send_counts.resize(ranks);
-  for (int r = 0; r < ranks; ++r) counts.send_counts[r] = outgoing[r].size();
-  counts.recv_counts = detail::import_counts(context, counts.send_counts);
-  counts.send_offsets = detail::offsets_of(counts.send_counts);
-  counts.recv_offsets = detail::offsets_of(counts.recv_counts);
-  std::vector<T> send(counts.send_offsets[ranks]), receive(counts.recv_offsets[ranks]);
-  for (int r = 0; r < ranks; ++r) std::copy(outgoing[r].begin(), outgoing[r].end(), send.begin() + counts.send_offsets[r]);
-  std::copy(outgoing[rank].begin(), outgoing[rank].end(), receive.begin() + counts.recv_offsets[rank]);
-  detail::exchange_remote_bytes(context.comm(), rank, counts, sizeof(T), reinterpret_cast<char const*>(send.data()),
-                                reinterpret_cast<char*>(receive.data()), std::numeric_limits<int>::max());
-  for (int r = 0; r < ranks; ++r) {
-    if (r == rank) continue;
-    bytes_sent += sizeof(T) * counts.send_counts[r];
-    bytes_received += sizeof(T) * counts.recv_counts[r];
-  }
-  incoming_counts = std::move(counts.recv_counts);
-  return receive;
 }
 
 // Every rank's records, in rank order, by one Allgather of the counts and one Allgatherv of
@@ -112,29 +73,149 @@ Records all_gather(Context const& context, Records const& mine, std::uint64_t& b
   return all;
 }
 
-Answers ask_owners(Context const& context, std::vector<std::vector<std::uint64_t>> const& requests,
-                   int doubles_per_record,
-                   std::function<int(std::uint64_t, std::vector<std::uint64_t>&, std::vector<double>&)> const& serve,
-                   std::uint64_t& bytes_sent, std::uint64_t& bytes_received) {
-  int const ranks = context.size();
-  std::vector<std::size_t> incoming;
-  std::vector<std::uint64_t> const asked = all_to_all(context, requests, incoming, bytes_sent, bytes_received);
-  // Answer rank by rank, request by request.
-  std::vector<std::vector<int>> counts(ranks);
-  std::vector<std::vector<std::uint64_t>> codes(ranks);
-  std::vector<std::vector<double>> doubles(ranks);
-  std::size_t at = 0;
-  for (int r = 0; r < ranks; ++r)
-    for (std::size_t i = 0; i < incoming[r]; ++i) counts[r].push_back(serve(asked[at++], codes[r], doubles[r]));
-  Answers answers;
-  std::vector<std::size_t> ignored;
-  answers.records_per_request = all_to_all(context, counts, ignored, bytes_sent, bytes_received);
-  answers.codes = all_to_all(context, codes, ignored, bytes_sent, bytes_received);
-  answers.doubles = all_to_all(context, doubles, ignored, bytes_sent, bytes_received);
-  if (answers.doubles.size() != answers.codes.size() * static_cast<std::size_t>(doubles_per_record))
-    fail("internal error: {} answered records carry {} doubles, expected {} each", answers.codes.size(),
-         answers.doubles.size(), doubles_per_record);
-  return answers;
+// Position of `code` among the first `n` sorted `codes` mapped through `nodes`, or −1.
+template <class Codes, class Nodes>
+KOKKOS_INLINE_FUNCTION int lookup_code(Codes const& codes, Nodes const& nodes, int n, std::uint64_t code) {
+  int low = 0, high = n;
+  while (low < high) {
+    int const middle = (low + high) / 2;
+    if (codes(middle) < code)
+      low = middle + 1;
+    else
+      high = middle;
+  }
+  return low < n && codes(low) == code ? static_cast<int>(nodes(low)) : -1;
+}
+
+// Whether `code` is among the sorted `codes`.
+template <class Codes>
+KOKKOS_INLINE_FUNCTION bool contains_code(Codes const& codes, std::uint64_t code) {
+  int low = 0, high = static_cast<int>(codes.extent(0));
+  while (low < high) {
+    int const middle = (low + high) / 2;
+    if (codes(middle) < code)
+      low = middle + 1;
+    else
+      high = middle;
+  }
+  return low < static_cast<int>(codes.extent(0)) && codes(low) == code;
+}
+
+// Rank whose key range holds the first key of the cell `code` (upper bound among the splitters).
+template <class Splitters>
+KOKKOS_INLINE_FUNCTION int owner_rank(Splitters const& splitters, std::uint64_t code) {
+  std::uint64_t const key = code_first_key(code);
+  int low = 0, high = static_cast<int>(splitters.extent(0));
+  while (low < high) {
+    int const middle = (low + high) / 2;
+    if (splitters(middle) <= key)
+      low = middle + 1;
+    else
+      high = middle;
+  }
+  return low;
+}
+
+// A small host list on the device.
+template <class T>
+ScalarView<T> to_device(ExecutionSpace const& space, std::vector<T> const& values, char const* label) {
+  ScalarView<T> view(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), values.size());
+  Kokkos::deep_copy(space, view,
+                    Kokkos::View<T const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(values.data(), values.size()));
+  return view;
+}
+
+// Rows of the `count` nodes of `list`: code in codes(i, 0), then geometry_doubles doubles of
+// geometry and the multipole coefficients in rows(i, ·).
+void pack_node_rows(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
+                    ExpansionPass const& pass, ScalarView<int> const& list, int count, NodeCodes& codes,
+                    Kokkos::View<double**, MemorySpace>& rows) {
+  int const coefficients = pass.coefficients_per_node();
+  int const per_record = geometry_doubles + coefficients;
+  codes = NodeCodes(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::packed_codes"), count);
+  rows = Kokkos::View<double**, MemorySpace>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::packed"),
+                                            count, per_record);
+  if (count == 0) return;
+  Kokkos::View<double**, MemorySpace> coefficient_view("kfmm::distributed::coefficients", count, coefficients);
+  pass.get_multipoles(space, list, count, coefficient_view);
+  auto const code = tree.code;
+  auto const centre = geometry.centre;
+  auto const radius = geometry.radius;
+  auto const mass = geometry.mass;
+  auto const scale = geometry.scale;
+  auto const flags = geometry.flags;
+  bool const powered = geometry.power_exponent > 0;
+  auto const power_radius = geometry.power_radius;
+  auto const packed_codes = codes;
+  auto const packed = rows;
+  Kokkos::parallel_for(
+      "kfmm::distributed::pack_nodes", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count), KOKKOS_LAMBDA(int i) {
+        int const node = list(i);
+        packed_codes(i, 0) = code(node);
+        packed_codes(i, 1) = 0;
+        for (int k = 0; k < 3; ++k) packed(i, k) = centre(node, k);
+        packed(i, 3) = radius(node);
+        packed(i, 4) = mass(node);
+        packed(i, 5) = scale(node);
+        packed(i, 6) = double(flags(node) & node_leaf);
+        packed(i, 7) = powered ? power_radius(node) : 0.0;
+        for (int c = 0; c < coefficients; ++c) packed(i, geometry_doubles + c) = coefficient_view(i, c);
+      });
+}
+
+// Child lists of `nodes` (host, small: the shared cells): node nodes[k] gets the children
+// children[offsets[k], offsets[k + 1]) at child_index[first_entry + offsets[k] ...).
+void set_child_lists(ExecutionSpace const& space, Tree<>& tree, std::vector<int> const& nodes,
+                     std::vector<int> const& offsets, std::vector<int> const& children, int first_entry) {
+  auto const node_view = to_device(space, nodes, "kfmm::distributed::parents");
+  auto const offset_view = to_device(space, offsets, "kfmm::distributed::child_offsets");
+  auto const child_view = to_device(space, children, "kfmm::distributed::children");
+  auto const cbegin = tree.child_begin;
+  auto const cend = tree.child_end;
+  auto const cindex = tree.child_index;
+  Kokkos::parallel_for(
+      "kfmm::distributed::set_child_lists", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nodes.size()),
+      KOKKOS_LAMBDA(std::size_t k) {
+        int const node = node_view(k);
+        cbegin(node) = first_entry + offset_view(k);
+        cend(node) = first_entry + offset_view(k + 1);
+        for (int c = offset_view(k); c < offset_view(k + 1); ++c) cindex(first_entry + c) = child_view(c);
+      });
+  space.fence();
+}
+
+// How many of the sorted `keys[0, n)` fall in each cell of `cells` (a range each, by binary search).
+std::vector<std::uint64_t> count_keys_in_cells(ExecutionSpace const& space, ScalarView<std::uint64_t const> const& keys,
+                                               std::size_t n, std::vector<std::uint64_t> const& cells) {
+  std::vector<std::uint64_t> counts(cells.size());
+  if (cells.empty()) return counts;
+  auto const cell_view = to_device(space, cells, "kfmm::distributed::cut_cells");
+  ScalarView<std::uint64_t> count_view("kfmm::distributed::cut_counts", cells.size());
+  Kokkos::parallel_for(
+      "kfmm::distributed::count_cut_cells", Kokkos::RangePolicy<ExecutionSpace>(space, 0, cells.size()),
+      KOKKOS_LAMBDA(std::size_t c) {
+        int const level = code_level(cell_view(c));
+        std::uint64_t const low = code_first_key(cell_view(c));
+        std::uint64_t const span = std::uint64_t(1) << (3 * (max_tree_level - level));
+        auto const lower_bound = [&](std::uint64_t key) {
+          std::size_t first = 0, last = n;
+          while (first < last) {
+            std::size_t const middle = (first + last) / 2;
+            if (keys(middle) < key)
+              first = middle + 1;
+            else
+              last = middle;
+          }
+          return first;
+        };
+        std::size_t const begin = lower_bound(low);
+        std::size_t const end = level == 0 ? n : lower_bound(low + span);
+        count_view(c) = end - begin;
+      });
+  Kokkos::deep_copy(space, Kokkos::View<std::uint64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(counts.data(), counts.size()),
+                    count_view);
+  space.fence();
+  return counts;
 }
 
 }  // namespace
@@ -150,49 +231,49 @@ struct DistributedTree::Records {
 DistributedTree::Records DistributedTree::pack_nodes(ExecutionSpace const& space, Tree<> const& tree,
                                                      NodeGeometry const& geometry, ExpansionPass const& pass,
                                                      std::vector<int> const& nodes) const {
+  // Host records for the top tree (a few nodes per rank); the walk's imports stay on the device.
   Records records;
-  int const coefficients = pass.coefficients_per_node();
-  records.per_record = geometry_doubles + coefficients;
+  records.per_record = geometry_doubles + pass.coefficients_per_node();
   int const count = static_cast<int>(nodes.size());
   if (count == 0) return records;
-  ScalarView<int> list("kfmm::distributed::pack_list", count);
-  auto list_host = Kokkos::create_mirror_view(list);
-  for (int i = 0; i < count; ++i) list_host(i) = nodes[i];
-  Kokkos::deep_copy(space, list, list_host);
-  Kokkos::View<double**, MemorySpace> packed("kfmm::distributed::packed", count, records.per_record);
-  Kokkos::View<double**, MemorySpace> coefficient_view("kfmm::distributed::coefficients", count, coefficients);
-  pass.get_multipoles(space, list, count, coefficient_view);
-  auto const centre = geometry.centre;
-  auto const radius = geometry.radius;
-  auto const mass = geometry.mass;
-  auto const scale = geometry.scale;
-  auto const flags = geometry.flags;
-  bool const powered = geometry.power_exponent > 0;
-  auto const power_radius = geometry.power_radius;
-  Kokkos::parallel_for(
-      "kfmm::distributed::pack_nodes", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count), KOKKOS_LAMBDA(int i) {
-        int const node = list(i);
-        for (int k = 0; k < 3; ++k) packed(i, k) = centre(node, k);
-        packed(i, 3) = radius(node);
-        packed(i, 4) = mass(node);
-        packed(i, 5) = scale(node);
-        packed(i, 6) = double(flags(node) & node_leaf);
-        packed(i, 7) = powered ? power_radius(node) : 0.0;
-        for (int c = 0; c < coefficients; ++c) packed(i, geometry_doubles + c) = coefficient_view(i, c);
-      });
-  auto const packed_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), packed);
-  auto const code_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.code);
+  NodeCodes codes;
+  Kokkos::View<double**, MemorySpace> rows;
+  pack_node_rows(space, tree, geometry, pass, to_device(space, nodes, "kfmm::distributed::pack_list"), count, codes,
+                 rows);
+  auto const rows_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), rows);
+  auto const codes_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), codes);
   for (int i = 0; i < count; ++i) {
-    records.codes.push_back(code_host(nodes[i]));
-    for (int c = 0; c < records.per_record; ++c) records.doubles.push_back(packed_host(i, c));
+    records.codes.push_back(codes_host(i, 0));
+    for (int c = 0; c < records.per_record; ++c) records.doubles.push_back(rows_host(i, c));
   }
   return records;
 }
 
 int DistributedTree::append_nodes(ExecutionSpace const& space, Records const& records, int flags_inner, Tree<>& tree,
                                   NodeGeometry& geometry, ExpansionPass& pass) {
-  int const first = tree.num_nodes;
   int const count = static_cast<int>(records.size());
+  if (count == 0) return tree.num_nodes;
+  NodeCodes codes(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::unpacked_codes"), count);
+  Kokkos::View<double**, MemorySpace> rows(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::unpacked"),
+                                           count, records.per_record);
+  {
+    auto codes_host = Kokkos::create_mirror_view(codes);
+    auto rows_host = Kokkos::create_mirror_view(rows);
+    for (int i = 0; i < count; ++i) {
+      codes_host(i, 0) = records.codes[i];
+      codes_host(i, 1) = 0;
+      for (int c = 0; c < records.per_record; ++c) rows_host(i, c) = records.doubles[std::size_t(i) * records.per_record + c];
+    }
+    Kokkos::deep_copy(space, rows, rows_host);
+    Kokkos::deep_copy(space, codes, codes_host);
+  }
+  return append_node_rows(space, codes, rows, count, flags_inner, tree, geometry, pass);
+}
+
+int DistributedTree::append_node_rows(ExecutionSpace const& space, NodeCodes const& codes,
+                                      Kokkos::View<double**, MemorySpace> const& rows, int count, int flags_inner,
+                                      Tree<>& tree, NodeGeometry& geometry, ExpansionPass& pass) {
+  int const first = tree.num_nodes;
   if (count == 0) return first;
   std::size_t const total = static_cast<std::size_t>(first) + count;
   tree.reserve(total);
@@ -204,18 +285,6 @@ int DistributedTree::append_nodes(ExecutionSpace const& space, Records const& re
   bool const powered = geometry.power_exponent > 0;
   if (powered) grow_preserving(geometry.power_radius, total);
   pass.reserve_nodes(total);
-  Kokkos::View<double**, MemorySpace> packed("kfmm::distributed::unpacked", count, records.per_record);
-  Kokkos::View<std::uint64_t*, MemorySpace> codes("kfmm::distributed::unpacked_codes", count);
-  {
-    auto packed_host = Kokkos::create_mirror_view(packed);
-    auto codes_host = Kokkos::create_mirror_view(codes);
-    for (int i = 0; i < count; ++i) {
-      codes_host(i) = records.codes[i];
-      for (int c = 0; c < records.per_record; ++c) packed_host(i, c) = records.doubles[std::size_t(i) * records.per_record + c];
-    }
-    Kokkos::deep_copy(space, packed, packed_host);
-    Kokkos::deep_copy(space, codes, codes_host);
-  }
   auto code = tree.code;
   auto pbegin = tree.particle_begin;
   auto pend = tree.particle_end;
@@ -227,26 +296,24 @@ int DistributedTree::append_nodes(ExecutionSpace const& space, Records const& re
   auto scale = geometry.scale;
   auto flags = geometry.flags;
   auto power_radius = geometry.power_radius;
+  int const coefficient_count = static_cast<int>(rows.extent(1)) - geometry_doubles;
+  Kokkos::View<double**, MemorySpace> coefficients(
+      Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::unpacked_coefficients"), count,
+      coefficient_count);
   Kokkos::parallel_for(
       "kfmm::distributed::append_nodes", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count), KOKKOS_LAMBDA(int i) {
         int const node = first + i;
-        code(node) = codes(i);
+        code(node) = codes(i, 0);
         pbegin(node) = pend(node) = 0;
         cbegin(node) = cend(node) = 0;
-        for (int k = 0; k < 3; ++k) centre(node, k) = packed(i, k);
-        radius(node) = packed(i, 3);
-        mass(node) = packed(i, 4);
-        scale(node) = packed(i, 5);
-        bool const leaf = packed(i, 6) != 0.0;
+        for (int k = 0; k < 3; ++k) centre(node, k) = rows(i, k);
+        radius(node) = rows(i, 3);
+        mass(node) = rows(i, 4);
+        scale(node) = rows(i, 5);
+        bool const leaf = rows(i, 6) != 0.0;
         flags(node) = node_remote | (leaf ? node_leaf : flags_inner);
-        if (powered) power_radius(node) = packed(i, 7);
-      });
-  Kokkos::View<double**, MemorySpace> coefficients("kfmm::distributed::unpacked_coefficients", count,
-                                                   records.per_record - geometry_doubles);
-  Kokkos::parallel_for(
-      "kfmm::distributed::unpack_coefficients", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count),
-      KOKKOS_LAMBDA(int i) {
-        for (int c = 0; c < int(coefficients.extent(1)); ++c) coefficients(i, c) = packed(i, geometry_doubles + c);
+        if (powered) power_radius(node) = rows(i, 7);
+        for (int c = 0; c < coefficient_count; ++c) coefficients(i, c) = rows(i, geometry_doubles + c);
       });
   pass.set_multipoles(space, first, count, coefficients);
   tree.num_nodes = static_cast<int>(total);
@@ -254,11 +321,134 @@ int DistributedTree::append_nodes(ExecutionSpace const& space, Records const& re
   return first;
 }
 
-void DistributedTree::index_local_nodes(Tree<> const& tree) {
-  auto const code = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.code);
-  local_index_.clear();
-  local_index_.reserve(tree.num_nodes);
-  for (int i = 0; i < tree.num_nodes; ++i) local_index_.emplace(code(i), i);
+void DistributedTree::index_local_nodes(ExecutionSpace const& space, Tree<> const& tree) {
+  std::size_t const n = static_cast<std::size_t>(tree.num_nodes);
+  local_nodes_ = tree.num_nodes;
+  grow_preserving(local_codes_, n);
+  grow_preserving(local_by_code_, n);
+  Kokkos::deep_copy(space, Kokkos::subview(local_codes_, Kokkos::make_pair(std::size_t(0), n)),
+                    Kokkos::subview(tree.code, Kokkos::make_pair(std::size_t(0), n)));
+  node_sorter_.sort(space, local_codes_, local_by_code_, n);
+  indexed_ = true;
+}
+
+ScalarView<int> DistributedTree::find_local_nodes(ExecutionSpace const& space,
+                                                  ScalarView<std::uint64_t const> const& codes, int count) const {
+  ScalarView<int> nodes(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::found"), count);
+  auto const sorted = local_codes_;
+  auto const by_code = local_by_code_;
+  int const local = indexed_ ? local_nodes_ : 0;
+  Kokkos::parallel_for(
+      "kfmm::distributed::find_local_nodes", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count),
+      KOKKOS_LAMBDA(int i) { nodes(i) = lookup_code(sorted, by_code, local, codes(i)); });
+  return nodes;
+}
+
+std::vector<int> DistributedTree::find_local_nodes(ExecutionSpace const& space,
+                                                   std::vector<std::uint64_t> const& codes) const {
+  auto const found = find_local_nodes(space, to_device(space, codes, "kfmm::distributed::codes"),
+                                      static_cast<int>(codes.size()));
+  auto const host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), found);
+  return std::vector<int>(host.data(), host.data() + codes.size());
+}
+
+ScalarView<int> DistributedTree::select_remote(ExecutionSpace const& space, ScalarView<int> const& nodes, int count,
+                                               ScalarView<int> const& flags, int num_nodes, int all_of, int none_of) {
+  // Mark, then collect in node order: sorted and unique without a sort.
+  grow_preserving(marker_, static_cast<std::size_t>(num_nodes));
+  auto const marker = marker_;
+  int const local = local_nodes_;
+  bool const filtered = all_of != 0 || none_of != 0;
+  Kokkos::parallel_for(
+      "kfmm::distributed::mark_remote", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count), KOKKOS_LAMBDA(int i) {
+        int const node = nodes(i);
+        if (node < local) return;
+        if (filtered && ((flags(node) & all_of) != all_of || (flags(node) & none_of) != 0)) return;
+        Kokkos::atomic_exchange(&marker(node), 1);
+      });
+  int const range = num_nodes - local;
+  ScalarView<int> offsets(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::remote_offsets"),
+                          range + 1);
+  Kokkos::parallel_scan(
+      "kfmm::distributed::count_remote", Kokkos::RangePolicy<ExecutionSpace>(space, 0, range + 1),
+      KOKKOS_LAMBDA(int i, int& sum, bool final) {
+        if (final) offsets(i) = sum;
+        if (i < range) sum += marker(local + i);
+      });
+  int total = 0;
+  Kokkos::deep_copy(space, total, Kokkos::subview(offsets, range));
+  space.fence();
+  ScalarView<int> selected(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::selected"), total);
+  Kokkos::parallel_for(
+      "kfmm::distributed::collect_remote", Kokkos::RangePolicy<ExecutionSpace>(space, 0, range), KOKKOS_LAMBDA(int i) {
+        if (offsets(i + 1) == offsets(i)) return;
+        selected(offsets(i)) = local + i;
+        marker(local + i) = 0;
+      });
+  return selected;
+}
+
+NodeCodes DistributedTree::send_requests(ExecutionSpace const& space, Context const& context, Tree<> const& tree,
+                                         ScalarView<int> const& wanted, ExchangePlan<MemorySpace>& plan) {
+  int const count = static_cast<int>(wanted.extent(0));
+  ScalarView<int> destinations(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::owners"), count);
+  NodeCodes requests(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::requests"), count);
+  auto const code = tree.code;
+  auto const splitters = splitter_view_;
+  Kokkos::parallel_for(
+      "kfmm::distributed::address_requests", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count), KOKKOS_LAMBDA(int i) {
+        int const node = wanted(i);
+        destinations(i) = owner_rank(splitters, code(node));
+        requests(i, 0) = code(node);
+        requests(i, 1) = static_cast<std::uint64_t>(node);
+      });
+  space.fence();
+  plan = ExchangePlan<MemorySpace>(context, destinations, count, pending_error_);
+  auto asked = plan.exchange(requests);
+  bytes_sent_ += plan.bytes_sent();
+  bytes_received_ += plan.bytes_received();
+  return asked;
+}
+
+ScalarView<int> DistributedTree::request_sources(ExecutionSpace const& space, ExchangePlan<MemorySpace> const& plan) const {
+  std::vector<std::size_t> const& offsets = plan.import_offsets();
+  auto const offset_view = to_device(space, offsets, "kfmm::distributed::import_offsets");
+  int const ranks = static_cast<int>(offsets.size()) - 1;
+  std::size_t const count = plan.num_import();
+  ScalarView<int> sources(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::request_sources"), count);
+  Kokkos::parallel_for(
+      "kfmm::distributed::request_sources", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count),
+      KOKKOS_LAMBDA(std::size_t i) {
+        int low = 0, high = ranks;  // the last rank r with offsets(r) ≤ i
+        while (high - low > 1) {
+          int const middle = (low + high) / 2;
+          if (offset_view(middle) <= i)
+            low = middle;
+          else
+            high = middle;
+        }
+        sources(i) = low;
+      });
+  return sources;
+}
+
+int DistributedTree::link_rows(ExecutionSpace const& space, ScalarView<int> const& parent, int count, int offset,
+                               ScalarView<int> const& begin, ScalarView<int> const& end, ScalarView<int> const& flags,
+                               int clear_flags) {
+  int linked = 0;
+  Kokkos::parallel_reduce(
+      "kfmm::distributed::link_rows", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count),
+      KOKKOS_LAMBDA(int i, int& groups) {
+        int const p = parent(i);
+        if (i == 0 || parent(i - 1) != p) {
+          begin(p) = offset + i;
+          if (clear_flags != 0) flags(p) &= ~clear_flags;
+          ++groups;
+        }
+        if (i + 1 == count || parent(i + 1) != p) end(p) = offset + i + 1;
+      },
+      linked);
+  return linked;
 }
 
 void DistributedTree::decompose(ExecutionSpace const& space, Context const& context, BoundingCube const& cube,
@@ -317,6 +507,7 @@ void DistributedTree::decompose(ExecutionSpace const& space, Context const& cont
   bytes_received_ = plan.bytes_received();
   imported_nodes_ = imported_particles_ = 0;
   cost_count_ = 0;
+  splitter_view_ = to_device(space, splitters_, "kfmm::distributed::splitters");
 }
 
 bool DistributedTree::domains_balance(ExecutionSpace const& space, Context const& context,
@@ -379,18 +570,9 @@ void DistributedTree::adjust_splitters(ExecutionSpace const& space, Context cons
     auto const cut = cut_cells(s);
     cells.insert(cells.end(), cut.begin(), cut.end());
   }
-  auto const keys_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), keys);
-  std::uint64_t const* first_key = keys_host.data();
-  std::uint64_t const* last_key = keys_host.data() + n;
-  std::vector<std::uint64_t> local_counts(cells.size()), counts(cells.size());
-  for (std::size_t c = 0; c < cells.size(); ++c) {
-    int const level = code_level(cells[c]);
-    std::uint64_t const lo = code_first_key(cells[c]);
-    std::uint64_t const span = std::uint64_t(1) << (3 * (max_tree_level - level));
-    auto const begin = std::lower_bound(first_key, last_key, lo);
-    auto const end = level == 0 ? last_key : std::lower_bound(first_key, last_key, lo + span);
-    local_counts[c] = static_cast<std::uint64_t>(end - begin);
-  }
+  // Cells are few (depth × R); each one's local count is a range of the sorted keys.
+  std::vector<std::uint64_t> const local_counts = count_keys_in_cells(space, keys, n, cells);
+  std::vector<std::uint64_t> counts(cells.size());
   MPI_Allreduce(local_counts.data(), counts.data(), static_cast<int>(cells.size()), MPI_UINT64_T, MPI_SUM,
                 context.comm());
   // Move each boundary to the start of the deepest cut cell that would be a leaf.
@@ -421,23 +603,29 @@ void DistributedTree::adjust_splitters(ExecutionSpace const& space, Context cons
 void DistributedTree::prepare_top_tree(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
                                        ExpansionPass const& pass) {
   fault_injection::point("force.top_tree");
-  local_nodes_ = tree.num_nodes;
   child_used_ = tree.num_nodes;
-  index_local_nodes(tree);
+  index_local_nodes(space, tree);
   auto const forced_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), forced_);
   top_shared_.assign(forced_host.data(), forced_host.data() + forced_host.extent(0));
-  auto is_shared = [&](std::uint64_t code) { return std::binary_search(top_shared_.begin(), top_shared_.end(), code); };
 
   // This rank's subtree roots: children of shared cells that are not shared, or the root.
-  top_roots_.clear();
-  {
-    auto const code = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.code);
-    for (int i = 0; i < tree.num_nodes; ++i) {
-      std::uint64_t const c = code(i);
-      if (is_shared(c)) continue;
-      if (c == 1 || is_shared(c >> 3)) top_roots_.push_back(i);
-    }
-  }
+  int const n = tree.num_nodes;
+  auto const code = tree.code;
+  auto const forced = forced_;
+  ScalarView<int> roots(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::roots"), n);
+  int count = 0;
+  Kokkos::parallel_scan(
+      "kfmm::distributed::subtree_roots", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+      KOKKOS_LAMBDA(int i, int& sum, bool final) {
+        std::uint64_t const c = code(i);
+        if (contains_code(forced, c) || !(c == 1 || contains_code(forced, c >> 3))) return;
+        if (final) roots(sum) = i;
+        ++sum;
+      },
+      count);
+  auto const roots_host = Kokkos::create_mirror_view_and_copy(
+      Kokkos::HostSpace(), Kokkos::subview(roots, Kokkos::make_pair(0, count)));
+  top_roots_.assign(roots_host.data(), roots_host.data() + count);
   top_mine_ = std::make_shared<Records>(pack_nodes(space, tree, geometry, pass, top_roots_));
 }
 
@@ -457,15 +645,18 @@ int DistributedTree::assemble_top_tree(ExecutionSpace const& space, Context cons
   int missing_first = 0;
   std::vector<std::pair<int, int>> by_level;  // (level, node)
   std::unordered_map<int, std::uint64_t> shared_code;
+  std::vector<int> shared_local;  // the local node of each shared cell, −1 where none
   ScalarView<int> list;
   decltype(Kokkos::create_mirror_view(list)) list_host;
   try {
     fault_injection::point("force.top_tree_links");
+    std::vector<int> const all_local = find_local_nodes(space, all.codes);
+    shared_local = find_local_nodes(space, shared);
     // Remote subtree roots and the shared cells without local particles become new nodes.
     Records remote;
     remote.per_record = all.per_record;
     for (std::size_t i = 0; i < all.size(); ++i) {
-      if (local_index_.count(all.codes[i])) continue;
+      if (all_local[i] >= 0) continue;
       remote.codes.push_back(all.codes[i]);
       remote.doubles.insert(remote.doubles.end(), all.doubles.begin() + i * all.per_record,
                             all.doubles.begin() + (i + 1) * all.per_record);
@@ -474,20 +665,17 @@ int DistributedTree::assemble_top_tree(ExecutionSpace const& space, Context cons
     int const remote_first = append_nodes(space, remote, node_unopened, tree, geometry, pass);
     for (std::size_t i = 0; i < remote.size(); ++i) top_index[remote.codes[i]] = remote_first + static_cast<int>(i);
     missing.per_record = all.per_record;
-    for (std::uint64_t c : shared) {
-      if (local_index_.count(c)) continue;
-      missing.codes.push_back(c);
+    for (std::size_t k = 0; k < shared.size(); ++k) {
+      if (shared_local[k] >= 0) continue;
+      missing.codes.push_back(shared[k]);
       missing.doubles.resize(missing.doubles.size() + missing.per_record, 0.0);
     }
     // Shared cells without local particles are sources only (node_remote); their data follows below.
     missing_first = append_nodes(space, missing, 0, tree, geometry, pass);
     for (std::size_t i = 0; i < missing.size(); ++i) top_index[missing.codes[i]] = missing_first + static_cast<int>(i);
-    {
-      auto const code = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.code);
-      for (int root : roots) top_index[code(root)] = root;
-    }
-    for (std::uint64_t c : shared)
-      if (local_index_.count(c)) top_index[c] = local_index_.at(c);
+    for (std::size_t k = 0; k < roots.size(); ++k) top_index[mine.codes[k]] = roots[k];  // packed in roots' order
+    for (std::size_t k = 0; k < shared.size(); ++k)
+      if (shared_local[k] >= 0) top_index[shared[k]] = shared_local[k];
     top_codes.insert(top_codes.end(), shared.begin(), shared.end());
 
     // Children lists of the shared cells: every top node one level below, in code order.
@@ -505,22 +693,15 @@ int DistributedTree::assemble_top_tree(ExecutionSpace const& space, Context cons
       auto const parent = slot_of.find(t >> 3);
       if (parent != slot_of.end()) children[parent->second].second.push_back(top_index.at(t));
     }
-    std::size_t entries = 0;
-    for (auto const& [node, kids] : children) entries += kids.size();
-    grow_preserving(tree.child_index, child_used_ + entries);
-    {
-      auto cindex = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.child_index);
-      auto cbegin = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.child_begin);
-      auto cend = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.child_end);
-      for (auto const& [node, kids] : children) {
-        cbegin(node) = child_used_;
-        for (int k : kids) cindex(child_used_++) = k;
-        cend(node) = child_used_;
-      }
-      Kokkos::deep_copy(space, tree.child_index, cindex);
-      Kokkos::deep_copy(space, tree.child_begin, cbegin);
-      Kokkos::deep_copy(space, tree.child_end, cend);
+    std::vector<int> parents, offsets{0}, kids;
+    for (auto const& [node, list_of_kids] : children) {
+      parents.push_back(node);
+      kids.insert(kids.end(), list_of_kids.begin(), list_of_kids.end());
+      offsets.push_back(static_cast<int>(kids.size()));
     }
+    grow_preserving(tree.child_index, child_used_ + kids.size());
+    set_child_lists(space, tree, parents, offsets, kids, child_used_);
+    child_used_ += static_cast<int>(kids.size());
     // Geometry and multipoles of the shared cells from their children, deepest first.
     for (std::uint64_t c : shared) {
       by_level.emplace_back(code_level(c), top_index.at(c));
@@ -549,7 +730,8 @@ int DistributedTree::assemble_top_tree(ExecutionSpace const& space, Context cons
   // this rank's node numbering; its last entry is the lowest rank that failed above (size: none).
   int const count = static_cast<int>(shared.size());
   std::vector<int> present(count + 1), counter(count + 1);
-  for (int i = 0; i < count; ++i) present[i] = local_index_.count(shared[i]) ? context.rank() : context.size();
+  for (int i = 0; i < count; ++i)
+    present[i] = std::size_t(i) < shared_local.size() && shared_local[i] >= 0 ? context.rank() : context.size();
   present[count] = error.empty() ? context.size() : context.rank();
   MPI_Allreduce(present.data(), counter.data(), count + 1, MPI_INT, MPI_MIN, context.comm());
   if (counter[count] < context.size()) agree_on_error(context, error);
@@ -582,28 +764,23 @@ int DistributedTree::assemble_top_tree(ExecutionSpace const& space, Context cons
 bool DistributedTree::import_children(ExecutionSpace const& space, Context const& context,
                                       ScalarView<int> const& sources, int count, Tree<>& tree, NodeGeometry& geometry,
                                       ExpansionPass& pass, std::string const& walk_error) {
-  // Nodes are indexed with int: a rank whose imports could outgrow that, or that failed (here
-  // or in its walk), says so in the Allreduce that asks whether any rank goes on (2); then every
-  // rank throws the agreed error.
-  std::string overflow = walk_error;
-  // Unique remote nodes whose children are missing.
-  std::vector<int> wanted;
+  // Nodes are indexed with int: a rank whose imports could outgrow that, or that failed (here,
+  // in its walk, or in the previous level's exchange), says so in the Allreduce that asks
+  // whether any rank goes on (2); then every rank throws the agreed error.
+  std::string overflow = walk_error.empty() ? pending_error_ : walk_error;
+  pending_error_.clear();
+  // Unique remote nodes whose children are missing, in node order.
+  ScalarView<int> wanted;
   try {
     fault_injection::point("force.import_nodes");
-    if (count > 0 && overflow.empty()) {
-      auto const source_host = Kokkos::create_mirror_view_and_copy(
-          Kokkos::HostSpace(), Kokkos::subview(sources, Kokkos::make_pair(0, count)));
-      auto const flags = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), geometry.flags);
-      for (int i = 0; i < count; ++i)
-        if ((flags(source_host(i)) & node_unopened) && !(flags(source_host(i)) & node_leaf))
-          wanted.push_back(source_host(i));
-      std::sort(wanted.begin(), wanted.end());
-      wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
-    }
+    if (count > 0 && overflow.empty())
+      wanted = select_remote(space, sources, count, geometry.flags, tree.num_nodes, node_unopened, node_leaf);
   } catch (std::exception const& e) {
     if (overflow.empty()) overflow = e.what();
+    wanted = ScalarView<int>();
   }
-  std::size_t const most_nodes = std::size_t(tree.num_nodes) + 8 * wanted.size();  // at most 8 children per node
+  int const num_wanted = static_cast<int>(wanted.extent(0));
+  std::size_t const most_nodes = std::size_t(tree.num_nodes) + 8 * std::size_t(num_wanted);  // ≤ 8 children each
   if (overflow.empty() && most_nodes > std::size_t(std::numeric_limits<int>::max()))
     overflow = fmt::format("rank {} would import up to {} tree nodes, more than the int index limit {}; use more MPI "
                            "ranks or a larger leaf_size",
@@ -613,104 +790,105 @@ bool DistributedTree::import_children(ExecutionSpace const& space, Context const
   MPI_Allreduce(&local_more, &more, 1, MPI_INT, MPI_MAX, context.comm());
   if (more == 2) agree_on_error(context, overflow);
   if (!more) return false;
-  auto const code_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.code);
-  std::vector<std::vector<std::uint64_t>> requests(context.size());
-  std::vector<std::vector<int>> requested_nodes(context.size());
-  for (int node : wanted) {
-    int const owner = owner_of(splitters_, code_host(node));
-    requests[owner].push_back(code_host(node));
-    requested_nodes[owner].push_back(node);
-  }
-  int const per_record = geometry_doubles + pass.coefficients_per_node();
-  // Serve: the children of each requested local node.
-  auto const cbegin = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.child_begin);
-  auto const cend = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.child_end);
-  auto const cindex = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.child_index);
-  std::vector<int> to_pack;
-  auto serve = [&](std::uint64_t code, std::vector<std::uint64_t>&, std::vector<double>&) {
-    auto const found = local_index_.find(code);
-    if (found == local_index_.end()) return 0;
-    int const node = found->second;
-    for (int c = cbegin(node); c < cend(node); ++c) to_pack.push_back(cindex(c));
-    return cend(node) - cbegin(node);
-  };
-  // Two steps: collect which children to send, pack them in one kernel, then answer.
-  std::vector<std::size_t> incoming;
-  std::vector<std::uint64_t> const asked = all_to_all(context, requests, incoming, bytes_sent_, bytes_received_);
-  std::vector<std::vector<int>> answer_counts(context.size());
-  std::vector<std::size_t> pack_begin(context.size() + 1, 0);
-  {
-    std::size_t at = 0;
-    std::vector<std::uint64_t> unused_codes;
-    std::vector<double> unused_doubles;
-    for (int r = 0; r < context.size(); ++r) {
-      for (std::size_t i = 0; i < incoming[r]; ++i)
-        answer_counts[r].push_back(serve(asked[at++], unused_codes, unused_doubles));
-      pack_begin[r + 1] = to_pack.size();
-    }
-  }
-  Records const packed = pack_nodes(space, tree, geometry, pass, to_pack);
-  std::vector<std::vector<std::uint64_t>> codes_out(context.size());
-  std::vector<std::vector<double>> doubles_out(context.size());
-  for (int r = 0; r < context.size(); ++r) {
-    codes_out[r].assign(packed.codes.begin() + pack_begin[r], packed.codes.begin() + pack_begin[r + 1]);
-    doubles_out[r].assign(packed.doubles.begin() + pack_begin[r] * per_record,
-                          packed.doubles.begin() + pack_begin[r + 1] * per_record);
-  }
-  std::vector<std::size_t> ignored;
-  std::vector<int> const child_counts = all_to_all(context, answer_counts, ignored, bytes_sent_, bytes_received_);
-  Records received;
-  received.per_record = per_record;
-  received.codes = all_to_all(context, codes_out, ignored, bytes_sent_, bytes_received_);
-  received.doubles = all_to_all(context, doubles_out, ignored, bytes_sent_, bytes_received_);
-  // Attach the children to the requested nodes (answers come back rank by rank, in request order).
-  int const first = append_nodes(space, received, node_unopened, tree, geometry, pass);
-  std::size_t total_children = received.size();
-  grow_preserving(tree.child_index, child_used_ + total_children);
-  auto cindex_new = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.child_index);
-  auto cbegin_new = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.child_begin);
-  auto cend_new = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.child_end);
-  auto flags = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), geometry.flags);
-  std::size_t answer = 0;
-  int child = first;
-  for (int r = 0; r < context.size(); ++r) {
-    for (int node : requested_nodes[r]) {
-      int const k = child_counts[answer++];
-      if (k == 0)
-        fail("internal error: rank {} does not know node {} (code {:#x}) that rank {} needs", r, node,
-             code_host(node), context.rank());
-      cbegin_new(node) = child_used_;
-      for (int j = 0; j < k; ++j) cindex_new(child_used_++) = child++;
-      cend_new(node) = child_used_;
-      flags(node) &= ~node_unopened;
-    }
-  }
-  Kokkos::deep_copy(space, tree.child_index, cindex_new);
-  Kokkos::deep_copy(space, tree.child_begin, cbegin_new);
-  Kokkos::deep_copy(space, tree.child_end, cend_new);
-  Kokkos::deep_copy(space, geometry.flags, flags);
+
+  // Requests to the owners (code, requesting node), answered with the children's rows; both
+  // directions are plans on device Views, sparse: partners only.
+  ExchangePlan<MemorySpace> ask;
+  NodeCodes const asked = send_requests(space, context, tree, wanted, ask);
+  int const num_asked = static_cast<int>(ask.num_import());
+  auto const requester = request_sources(space, ask);
+  auto const sorted = local_codes_;
+  auto const by_code = local_by_code_;
+  int const local = local_nodes_;
+  auto const cbegin = tree.child_begin;
+  auto const cend = tree.child_end;
+  auto const cindex = tree.child_index;
+  ScalarView<int> served(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::served"), num_asked);
+  ScalarView<int> offsets(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::answer_offsets"),
+                          num_asked + 1);
+  int total = 0;
+  Kokkos::parallel_scan(
+      "kfmm::distributed::count_children", Kokkos::RangePolicy<ExecutionSpace>(space, 0, num_asked + 1),
+      KOKKOS_LAMBDA(int i, int& sum, bool final) {
+        if (final) offsets(i) = sum;
+        if (i == num_asked) return;
+        int const node = lookup_code(sorted, by_code, local, asked(i, 0));
+        if (final) served(i) = node;
+        sum += node >= 0 ? cend(node) - cbegin(node) : 0;
+      },
+      total);
+  ScalarView<int> to_pack(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::to_pack"), total);
+  ScalarView<int> destinations(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::answer_ranks"),
+                               total);
+  ScalarView<std::uint64_t> parents(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::parents"),
+                                    total);
+  Kokkos::parallel_for(
+      "kfmm::distributed::list_children", Kokkos::RangePolicy<ExecutionSpace>(space, 0, num_asked),
+      KOKKOS_LAMBDA(int i) {
+        int const node = served(i);
+        if (node < 0) return;
+        for (int c = cbegin(node), at = offsets(i); c < cend(node); ++c, ++at) {
+          to_pack(at) = cindex(c);
+          destinations(at) = requester(i);
+          parents(at) = asked(i, 1);
+        }
+      });
+  NodeCodes codes;
+  Kokkos::View<double**, MemorySpace> rows;
+  pack_node_rows(space, tree, geometry, pass, to_pack, total, codes, rows);
+  Kokkos::parallel_for(
+      "kfmm::distributed::address_children", Kokkos::RangePolicy<ExecutionSpace>(space, 0, total),
+      KOKKOS_LAMBDA(int i) { codes(i, 1) = parents(i); });
+  space.fence();
+  ExchangePlan<MemorySpace> answer(context, destinations, total, pending_error_);
+  NodeCodes const received_codes = answer.exchange(codes);
+  bytes_sent_ += answer.bytes_sent();
+  bytes_received_ += answer.bytes_received();
+  auto const received_rows = answer.exchange(rows);
+  bytes_sent_ += answer.bytes_sent();
+  bytes_received_ += answer.bytes_received();
+
+  // Attach the children to the requested nodes: the answers to one request arrive together.
+  int const received = static_cast<int>(answer.num_import());
+  int const first = append_node_rows(space, received_codes, received_rows, received, node_unopened, tree, geometry, pass);
+  grow_preserving(tree.child_index, std::size_t(child_used_) + received);
+  auto const child_index = tree.child_index;
+  int const base = child_used_;
+  ScalarView<int> parent(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::parent"), received);
+  Kokkos::parallel_for(
+      "kfmm::distributed::child_entries", Kokkos::RangePolicy<ExecutionSpace>(space, 0, received), KOKKOS_LAMBDA(int i) {
+        child_index(base + i) = first + i;
+        parent(i) = static_cast<int>(received_codes(i, 1));
+      });
+  int const linked = link_rows(space, parent, received, base, tree.child_begin, tree.child_end, geometry.flags,
+                               node_unopened);
+  child_used_ += received;
+  if (linked != num_wanted && pending_error_.empty())
+    pending_error_ = fmt::format("internal error: rank {} asked other ranks for the children of {} tree nodes and got "
+                                 "them for {}",
+                                 context.rank(), num_wanted, linked);
   return true;
 }
 
 void DistributedTree::combine_shared_minimum(ExecutionSpace const& space, Context const& context,
                                              ScalarView<double> const& allowed) const {
   if (context.size() == 1) return;
-  auto const shared = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), forced_);
-  int const count = static_cast<int>(shared.extent(0));
-  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), allowed);
-  std::vector<int> node(count, -1);
-  std::vector<double> smallest(count, std::numeric_limits<double>::infinity());
-  for (int i = 0; i < count; ++i) {
-    auto const found = local_index_.find(shared(i));
-    if (found == local_index_.end()) continue;
-    node[i] = found->second;
-    smallest[i] = host(node[i]);
-  }
+  int const count = static_cast<int>(forced_.extent(0));
+  auto const node = find_local_nodes(space, forced_, count);
+  ScalarView<double> smallest(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::smallest"), count);
+  double const none = std::numeric_limits<double>::infinity();
+  Kokkos::parallel_for(
+      "kfmm::distributed::shared_allowance", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count),
+      KOKKOS_LAMBDA(int i) { smallest(i) = node(i) >= 0 ? allowed(node(i)) : none; });
+  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), smallest);
   // The shared codes are sorted and the same on every rank: one MIN over them.
-  MPI_Allreduce(MPI_IN_PLACE, smallest.data(), count, MPI_DOUBLE, MPI_MIN, context.comm());
-  for (int i = 0; i < count; ++i)
-    if (node[i] >= 0) host(node[i]) = smallest[i];
-  Kokkos::deep_copy(space, allowed, host);
+  MPI_Allreduce(MPI_IN_PLACE, host.data(), count, MPI_DOUBLE, MPI_MIN, context.comm());
+  Kokkos::deep_copy(space, smallest, host);
+  Kokkos::parallel_for(
+      "kfmm::distributed::shared_allowance_back", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count),
+      KOKKOS_LAMBDA(int i) {
+        if (node(i) >= 0) allowed(node(i)) = smallest(i);
+      });
   space.fence();
 }
 
@@ -718,90 +896,107 @@ PassParticles DistributedTree::import_leaf_particles(ExecutionSpace const& space
                                                      PairLists const& p2p, Tree<>& tree,
                                                      Particles<MemorySpace> const& particles) {
   int const n = static_cast<int>(particles.num);
-  // A failure before the requests go out is agreed after the exchange (this rank asks for and
-  // serves nothing meanwhile).
-  std::string error;
-  std::vector<std::vector<std::uint64_t>> requests(context.size());
-  std::vector<std::vector<int>> requested(context.size());
-  decltype(Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), particles.pos)) pos;
-  decltype(Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), particles.mass)) mass;
-  decltype(Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.particle_begin)) pbegin, pend;
+  // A failure before the requests go out is agreed after the exchange (this rank asks for
+  // nothing meanwhile, and answers what it can).
+  std::string error = pending_error_;
+  pending_error_.clear();
+  ScalarView<int> wanted;
   try {
     fault_injection::point("force.import_particles");
-    std::vector<int> leaves;
-    {
-      auto const source = Kokkos::create_mirror_view_and_copy(
-          Kokkos::HostSpace(), Kokkos::subview(p2p.source, Kokkos::make_pair(0, p2p.num_entries)));
-      // Flags live in the geometry; remote leaves are the appended nodes beyond the local ones.
-      for (int i = 0; i < p2p.num_entries; ++i)
-        if (source(i) >= local_nodes_) leaves.push_back(source(i));
-      std::sort(leaves.begin(), leaves.end());
-      leaves.erase(std::unique(leaves.begin(), leaves.end()), leaves.end());
-    }
-    auto const code_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.code);
-    for (int leaf : leaves) {
-      int const owner = owner_of(splitters_, code_host(leaf));
-      requests[owner].push_back(code_host(leaf));
-      requested[owner].push_back(leaf);
-    }
-    pos = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), particles.pos);
-    mass = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), particles.mass);
-    pbegin = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.particle_begin);
-    pend = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.particle_end);
+    if (error.empty()) wanted = select_remote(space, p2p.source, p2p.num_entries, ScalarView<int>(), tree.num_nodes, 0, 0);
   } catch (std::exception const& e) {
     error = e.what();
-    for (auto& r : requests) r.clear();
-    for (auto& r : requested) r.clear();
+    wanted = ScalarView<int>();
   }
-  Answers const answers = ask_owners(
-      context, requests, 4,
-      [&](std::uint64_t code, std::vector<std::uint64_t>& codes, std::vector<double>& doubles) {
-        auto const found = local_index_.find(code);
-        if (!error.empty() || found == local_index_.end()) return 0;
-        int const node = found->second;
-        for (int i = pbegin(node); i < pend(node); ++i) {
-          codes.push_back(code);
-          doubles.insert(doubles.end(), {pos(i, 0), pos(i, 1), pos(i, 2), mass(i)});
-        }
-        return pend(node) - pbegin(node);
+  int const num_wanted = static_cast<int>(wanted.extent(0));
+  ExchangePlan<MemorySpace> ask;
+  NodeCodes const asked = send_requests(space, context, tree, wanted, ask);
+  if (error.empty()) error = pending_error_;
+  pending_error_.clear();
+  // Serve: (requesting leaf, x, y, z, m) for each particle of each requested local leaf.
+  int const num_asked = static_cast<int>(ask.num_import());
+  auto const requester = request_sources(space, ask);
+  auto const sorted = local_codes_;
+  auto const by_code = local_by_code_;
+  int const local = local_nodes_;
+  auto const pbegin = tree.particle_begin;
+  auto const pend = tree.particle_end;
+  auto const pos = particles.pos;
+  auto const mass = particles.mass;
+  ScalarView<int> served(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::served"), num_asked);
+  ScalarView<std::size_t> offsets(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::answer_offsets"),
+                                  num_asked + 1);
+  std::size_t total = 0;
+  Kokkos::parallel_scan(
+      "kfmm::distributed::count_leaf_particles", Kokkos::RangePolicy<ExecutionSpace>(space, 0, num_asked + 1),
+      KOKKOS_LAMBDA(int i, std::size_t& sum, bool final) {
+        if (final) offsets(i) = sum;
+        if (i == num_asked) return;
+        int const node = lookup_code(sorted, by_code, local, asked(i, 0));
+        if (final) served(i) = node;
+        sum += node >= 0 ? std::size_t(pend(node) - pbegin(node)) : 0;
       },
-      bytes_sent_, bytes_received_);
+      total);
+  Kokkos::View<double* [5], Kokkos::LayoutRight, MemorySpace> rows(
+      Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::leaf_particles"), total);
+  ScalarView<int> destinations(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::answer_ranks"),
+                               total);
+  Kokkos::parallel_for(
+      "kfmm::distributed::pack_leaf_particles", Kokkos::RangePolicy<ExecutionSpace>(space, 0, num_asked),
+      KOKKOS_LAMBDA(int i) {
+        int const node = served(i);
+        if (node < 0) return;
+        std::size_t at = offsets(i);
+        for (int p = pbegin(node); p < pend(node); ++p, ++at) {
+          rows(at, 0) = double(asked(i, 1));
+          for (int d = 0; d < 3; ++d) rows(at, 1 + d) = pos(p, d);
+          rows(at, 4) = mass(p);
+          destinations(at) = requester(i);
+        }
+      });
+  space.fence();
+  ExchangePlan<MemorySpace> answer(context, destinations, total, error);
+  auto const received_rows = answer.exchange(rows);
+  bytes_sent_ += answer.bytes_sent();
+  bytes_received_ += answer.bytes_received();
+  std::size_t const received = answer.num_import();
   // Checked and agreed before the int indices of the near field take the imported particles.
-  if (error.empty() && std::size_t(n) + answers.codes.size() > max_rank_particles)
-    error = fmt::format("rank {} needs {} particles of other ranks for its near field besides its own {}, more than "
-                        "the per-rank limit {} (int indices); use more MPI ranks or a smaller leaf_size",
-                        context.rank(), answers.codes.size(), n, max_rank_particles);
-  agree_on_error(context, error);
-  int const imported = static_cast<int>(answers.codes.size());
-  imported_particles_ = imported;
-  grow_preserving(source_pos_, n + imported);
-  grow_preserving(source_mass_, n + imported);
-  Kokkos::deep_copy(space, Kokkos::subview(source_pos_, Kokkos::make_pair(0, n), Kokkos::ALL),
-                    Kokkos::subview(particles.pos, Kokkos::make_pair(0, n), Kokkos::ALL));
-  Kokkos::deep_copy(space, Kokkos::subview(source_mass_, Kokkos::make_pair(0, n)),
-                    Kokkos::subview(particles.mass, Kokkos::make_pair(0, n)));
-  auto pos_new = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), source_pos_);
-  auto mass_new = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), source_mass_);
-  auto pbegin_new = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.particle_begin);
-  auto pend_new = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.particle_end);
-  std::size_t answer = 0;
-  int at = n;
-  for (int r = 0; r < context.size(); ++r) {
-    for (int leaf : requested[r]) {
-      int const k = answers.records_per_request[answer++];
-      pbegin_new(leaf) = at;
-      for (int j = 0; j < k; ++j, ++at) {
-        for (int d = 0; d < 3; ++d) pos_new(at, d) = answers.doubles[4 * std::size_t(at - n) + d];
-        mass_new(at) = answers.doubles[4 * std::size_t(at - n) + 3];
-      }
-      pend_new(leaf) = at;
+  try {
+    if (error.empty() && std::size_t(n) + received > max_rank_particles)
+      error = fmt::format("rank {} needs {} particles of other ranks for its near field besides its own {}, more than "
+                          "the per-rank limit {} (int indices); use more MPI ranks or a smaller leaf_size",
+                          context.rank(), received, n, max_rank_particles);
+    if (error.empty()) {
+      int const imported = static_cast<int>(received);
+      grow_preserving(source_pos_, std::size_t(n) + imported);
+      grow_preserving(source_mass_, std::size_t(n) + imported);
+      Kokkos::deep_copy(space, Kokkos::subview(source_pos_, Kokkos::make_pair(0, n), Kokkos::ALL),
+                        Kokkos::subview(particles.pos, Kokkos::make_pair(0, n), Kokkos::ALL));
+      Kokkos::deep_copy(space, Kokkos::subview(source_mass_, Kokkos::make_pair(0, n)),
+                        Kokkos::subview(particles.mass, Kokkos::make_pair(0, n)));
+      auto const source_pos = source_pos_;
+      auto const source_mass = source_mass_;
+      ScalarView<int> parent(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::parent"), imported);
+      Kokkos::parallel_for(
+          "kfmm::distributed::unpack_leaf_particles", Kokkos::RangePolicy<ExecutionSpace>(space, 0, imported),
+          KOKKOS_LAMBDA(int i) {
+            parent(i) = static_cast<int>(received_rows(i, 0));
+            for (int d = 0; d < 3; ++d) source_pos(n + i, d) = received_rows(i, 1 + d);
+            source_mass(n + i) = received_rows(i, 4);
+          });
+      int const linked =
+          link_rows(space, parent, imported, n, tree.particle_begin, tree.particle_end, ScalarView<int>(), 0);
+      if (linked != num_wanted)
+        error = fmt::format("internal error: rank {} asked other ranks for the particles of {} leaves and got them "
+                            "for {}",
+                            context.rank(), num_wanted, linked);
+      imported_particles_ = received;
     }
+  } catch (std::exception const& e) {
+    if (error.empty()) error = e.what();
   }
-  Kokkos::deep_copy(space, source_pos_, pos_new);
-  Kokkos::deep_copy(space, source_mass_, mass_new);
-  Kokkos::deep_copy(space, tree.particle_begin, pbegin_new);
-  Kokkos::deep_copy(space, tree.particle_end, pend_new);
-  return PassParticles{source_pos_, source_mass_, n + imported, n};
+  agree_on_error(context, error);
+  return PassParticles{source_pos_, source_mass_, n + static_cast<int>(received), n};
 }
 
 void DistributedTree::return_results(ExecutionSpace const& space, Context const& context,
@@ -835,20 +1030,22 @@ void DistributedTree::return_results(ExecutionSpace const& space, Context const&
 }
 
 std::uint64_t DistributedTree::owned_nodes(Tree<> const& tree, NodeGeometry const& geometry, int rank) const {
-  if (local_index_.empty()) return static_cast<std::uint64_t>(tree.num_nodes);  // one rank
-  auto const flags = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), geometry.flags);
-  auto const code = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tree.code);
-  auto const forced = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), forced_);
+  if (!indexed_) return static_cast<std::uint64_t>(tree.num_nodes);  // one rank
+  auto const flags = geometry.flags;
+  auto const code = tree.code;
+  auto const forced = forced_;
   std::uint64_t count = 0;
-  for (int i = 0; i < local_nodes_; ++i) {
-    bool const shared = std::binary_search(forced.data(), forced.data() + forced.extent(0), code(i));
-    if (!shared && !(flags(i) & node_remote)) ++count;
-  }
-  return count + (rank == 0 ? forced.extent(0) : 0);
+  Kokkos::parallel_reduce(
+      "kfmm::distributed::count_owned_nodes", Kokkos::RangePolicy<ExecutionSpace>(0, local_nodes_),
+      KOKKOS_LAMBDA(int i, std::uint64_t& sum) {
+        sum += !contains_code(forced, code(i)) && !(flags(i) & node_remote) ? 1 : 0;
+      },
+      count);
+  return count + (rank == 0 ? forced_.extent(0) : 0);
 }
 
 std::uint64_t DistributedTree::owned_leaves(Tree<> const& tree, NodeGeometry const& geometry) const {
-  int const local = local_index_.empty() ? tree.num_nodes : local_nodes_;
+  int const local = indexed_ ? local_nodes_ : tree.num_nodes;
   std::uint64_t count = 0;
   auto const flags = geometry.flags;
   Kokkos::parallel_reduce(

@@ -11,6 +11,7 @@
 /// the walk pulls the children of remote nodes level by level (jz-fmm's scheme, §B.5 of
 /// the reference): only what the walk opens travels, in one request/answer round per level.
 #include <kfmm/comm/context.hpp>
+#include <kfmm/comm/exchange_plan.hpp>
 #include <kfmm/core/hilbert.hpp>
 #include <kfmm/core/particles.hpp>
 #include <kfmm/core/sort.hpp>
@@ -23,10 +24,14 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 namespace kfmm {
+
+namespace detail {
+/// Node rows in transit: the node's code and the requester's node index (0 where none).
+using NodeCodes = Kokkos::View<std::uint64_t* [2], MemorySpace>;
+}  // namespace detail
 
 /// \brief Distributed state of one ForceSolver; on one rank every call is trivial.
 class DistributedTree {
@@ -96,16 +101,43 @@ class DistributedTree {
   /// This rank's communication figures of the last evaluation.
   void fill_local_stats(ForceStats& stats) const;
 
-  // Node records in transit; the two steps on them launch device kernels, which nvcc allows only
+  // Node records in transit; the steps on them launch device kernels, which nvcc allows only
   // in public member functions.
   struct Records;
   Records pack_nodes(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
                      ExpansionPass const& pass, std::vector<int> const& nodes) const;
   int append_nodes(ExecutionSpace const& space, Records const& records, int flags_inner, Tree<>& tree,
                    NodeGeometry& geometry, ExpansionPass& pass);
+  /// Appends `count` node rows (codes, and per row the geometry then the multipole
+  /// coefficients, as pack_node_rows() writes them) as remote nodes; returns the first index.
+  int append_node_rows(ExecutionSpace const& space, detail::NodeCodes const& codes,
+                       Kokkos::View<double**, MemorySpace> const& rows, int count, int flags_inner, Tree<>& tree,
+                       NodeGeometry& geometry, ExpansionPass& pass);
+  /// Local node of each of the first `count` codes (−1 where this rank has no such node), by
+  /// binary search in the sorted codes of the local nodes (device-resident).
+  ScalarView<int> find_local_nodes(ExecutionSpace const& space, ScalarView<std::uint64_t const> const& codes,
+                                   int count) const;
+  std::vector<int> find_local_nodes(ExecutionSpace const& space, std::vector<std::uint64_t> const& codes) const;
+  /// Sorted unique remote nodes (index ≥ the local nodes) among the first `count` entries of
+  /// `nodes` whose flags have all bits of `all_of` and none of `none_of`.
+  ScalarView<int> select_remote(ExecutionSpace const& space, ScalarView<int> const& nodes, int count,
+                                ScalarView<int> const& flags, int num_nodes, int all_of, int none_of);
+  /// Sends each node of `wanted` (its code) to its owner rank; returns the plan and the requests
+  /// as received: (code, the requester's node index) per row.
+  detail::NodeCodes send_requests(ExecutionSpace const& space, Context const& context, Tree<> const& tree,
+                                  ScalarView<int> const& wanted, ExchangePlan<MemorySpace>& plan);
+  /// Rank that sent each request row (from the plan's import offsets).
+  ScalarView<int> request_sources(ExecutionSpace const& space, ExchangePlan<MemorySpace> const& plan) const;
+  /// Links received rows to their requesters: rows [0, count) carry the requester's node in
+  /// `parent`, rows of one parent are consecutive. Writes [begin(parent), end(parent)) =
+  /// offset + the parent's row range and clears `clear_flags` of each parent in `flags` (not
+  /// read when 0). Returns the number of parents linked.
+  static int link_rows(ExecutionSpace const& space, ScalarView<int> const& parent, int count, int offset,
+                       ScalarView<int> const& begin, ScalarView<int> const& end, ScalarView<int> const& flags,
+                       int clear_flags);
 
  private:
-  void index_local_nodes(Tree<> const& tree);
+  void index_local_nodes(ExecutionSpace const& space, Tree<> const& tree);
   // Moves each splitter to the start of the deepest cut cell that would be a leaf and records
   // the cut cells (forced_). Collective.
   void adjust_splitters(ExecutionSpace const& space, Context const& context, ScalarView<std::uint64_t const> const& keys,
@@ -117,7 +149,14 @@ class DistributedTree {
   KeySorter<MemorySpace, std::uint32_t> sorter_;
   ScalarView<double> costs_;
   std::size_t cost_count_ = 0;
-  std::unordered_map<std::uint64_t, int> local_index_;  ///< code → node, nodes this rank owns
+  // The local nodes' codes, sorted, and the node of each: code → node lookups on the device.
+  ScalarView<std::uint64_t> local_codes_{"kfmm::distributed::local_codes", 0};
+  ScalarView<std::uint32_t> local_by_code_{"kfmm::distributed::local_by_code", 0};
+  KeySorter<MemorySpace, std::uint32_t> node_sorter_;
+  ScalarView<std::uint64_t> splitter_view_{"kfmm::distributed::splitters", 0};  ///< splitters_ on the device
+  ScalarView<int> marker_{"kfmm::distributed::marker", 0};  ///< per node, zero between uses
+  bool indexed_ = false;                                   ///< prepare_top_tree ran (several ranks)
+  std::string pending_error_;  ///< found after a level's exchange; agreed at the next level's Allreduce
   int local_nodes_ = 0;
   int child_used_ = 0;                                   ///< entries of child_index in use
   Vec3View<double> source_pos_{"kfmm::distributed::source_pos", 0};

@@ -157,6 +157,29 @@ TEST_F(ExchangePlanTest, BadDestinationThrowsOnEveryRank) {
   }
 }
 
+TEST_F(ExchangePlanTest, DeferredCheckDropsABadDestinationAndReportsIt) {
+  // Element 4 of the last rank is bad: it is dropped and reported there, nobody throws, and
+  // every other element arrives (rank 0 gets all of them).
+  std::vector<int> destinations(10, 0);
+  if (rank == ranks - 1) destinations[4] = ranks;
+  std::string deferred;
+  ExchangePlan<Memory> const plan(context, device_view(destinations, "destinations"), destinations.size(), deferred);
+  if (rank == ranks - 1)
+    EXPECT_NE(deferred.find("element 4 has destination rank " + std::to_string(ranks)), std::string::npos) << deferred;
+  else
+    EXPECT_TRUE(deferred.empty()) << deferred;
+  std::vector<std::uint64_t> labels(10);
+  for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = label(rank, i);
+  auto const received = on_host(plan.exchange(device_view(labels, "labels")));
+  std::vector<std::uint64_t> expected;
+  if (rank == 0)
+    for (int source = 0; source < ranks; ++source)
+      for (std::size_t i = 0; i < 10; ++i)
+        if (!(source == ranks - 1 && i == 4)) expected.push_back(label(source, i));
+  ASSERT_EQ(received.extent(0), expected.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) EXPECT_EQ(received(i), expected[i]) << i;
+}
+
 TEST_F(ExchangePlanTest, ShortImportViewIsRejected) {
   std::vector<int> destinations(10, rank);
   ExchangePlan<Memory> const plan(context, device_view(destinations, "destinations"), destinations.size());
