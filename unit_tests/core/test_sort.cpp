@@ -255,14 +255,19 @@ kfmm::Particles<kfmm::HostSpace> numbered_particles(std::size_t n) {
   return host;
 }
 
+Kokkos::View<std::uint32_t*, kfmm::MemorySpace> permutation_view(std::vector<std::uint32_t> const& order) {
+  Kokkos::View<std::uint32_t*, kfmm::MemorySpace> permutation("permutation", order.size());
+  auto host = Kokkos::create_mirror_view(permutation);
+  std::copy(order.begin(), order.end(), host.data());
+  Kokkos::deep_copy(permutation, host);
+  return permutation;
+}
+
 // The blocked permutation (windows of 2^shift source rows) gives the plain gather's bits.
 void expect_blocked_like_plain(std::vector<std::uint32_t> const& order, int window_shift) {
   std::size_t const n = order.size();
   auto const host = numbered_particles(n);
-  Kokkos::View<std::uint32_t*, kfmm::MemorySpace> permutation("permutation", n);
-  auto permutation_host = Kokkos::create_mirror_view(permutation);
-  std::copy(order.begin(), order.end(), permutation_host.data());
-  Kokkos::deep_copy(permutation, permutation_host);
+  auto const permutation = permutation_view(order);
   kfmm::ExecutionSpace space;
   kfmm::KeySorter<kfmm::MemorySpace> sorter;
   auto blocked = kfmm::to_device(host);
@@ -322,10 +327,7 @@ TEST(Sort, LargeSorterPermuteMatchesPermute) {
   std::iota(order.begin(), order.end(), 0u);
   std::shuffle(order.begin(), order.end(), std::mt19937_64(9));
   auto const host = numbered_particles(n);
-  Kokkos::View<std::uint32_t*, kfmm::MemorySpace> permutation("permutation", n);
-  auto permutation_host = Kokkos::create_mirror_view(permutation);
-  std::copy(order.begin(), order.end(), permutation_host.data());
-  Kokkos::deep_copy(permutation, permutation_host);
+  auto const permutation = permutation_view(order);
   kfmm::ExecutionSpace space;
   EXPECT_TRUE(kfmm::detail::scattered_permutation(space, permutation, n));
   Kokkos::View<std::uint32_t*, kfmm::MemorySpace> identity("identity", n);
