@@ -1,4 +1,4 @@
-// `kfmm knn IN -o OUT --k K [--box L | --box LX LY LZ] [--density] [--include-self]`: reads
+// `kfmm knn IN -o OUT --k K [--box L | --box LX LY LZ | --periodic] [--density] [--include-self]`: reads
 // particles (any rank count), finds each particle's k nearest neighbours among all particles
 // and writes the same particles with PartType1/KNNDistance (N, k), KNNIds (N, k) and, with
 // --density, Density (cubic-spline SPH estimate with h = the k-th neighbour distance).
@@ -24,6 +24,7 @@ struct KNNCommandOptions {
   std::string input, output;
   int k = 32;
   std::vector<double> box;
+  bool periodic = false;  ///< without --box: the input file's BoxSize
   bool density = false;
   bool include_self = false;
   bool no_neighbours = false;
@@ -51,6 +52,14 @@ void run_knn(Context const& context, KNNCommandOptions const& options) {
 
   SnapshotHeader header;
   auto const host = read_particles(context, options.input, &header, nullptr, parse_duplicate_id_policy(options.duplicate_ids));
+  // Every rank reads the same header, so this error is the same on every rank.
+  if (options.periodic && options.box.empty()) {
+    if (!(header.box_size > 0))
+      fail("kfmm knn --periodic: {} has no periodic box (Header/BoxSize = {}); give the box with --box L or --box LX "
+           "LY LZ",
+           options.input, header.box_size);
+    knn_options.periodic = PeriodicBox::cube(header.box_size);
+  }
   auto const particles = to_device(host);
   ExecutionSpace const space;
   Kokkos::Timer timer;
@@ -106,6 +115,8 @@ void add_knn_command(CLI::App& app, Environment& environment) {
                       "periodic box [0, L)^3 (one length) or [0, LX) x [0, LY) x [0, LZ) (three); minimum-image "
                       "distances; default open")
       ->expected(1, 3);
+  command->add_flag("--periodic", options->periodic,
+                    "periodic box [0, BoxSize)^3 from the input file's header (--box, when given, takes precedence)");
   command->add_flag("--density", options->density,
                     "also write Density: SPH cubic-spline estimate with h = distance of the k-th neighbour");
   command->add_flag("--density-only", options->no_neighbours, "with --density, write Density but not the neighbour lists");

@@ -276,6 +276,99 @@ void apply_permutation_through(ExecutionSpace const& space, PermutationView cons
   }
 }
 
+/// \brief Source windows of the cache-blocked permutation: rows [w·2^shift, (w+1)·2^shift) form
+/// window w, at most `radix` windows. A random gather of a column that exceeds the caches (and
+/// the TLB's reach) misses on nearly every row; visiting the destination rows by source window
+/// keeps the random reads inside one window at a time.
+struct PermutationWindows {
+  int shift = 0;
+  std::size_t count = 0;
+};
+
+/// Below this many rows a column (8 bytes per row) fits the caches and the plain gather wins.
+inline constexpr std::size_t blocked_permutation_min_rows = std::size_t(1) << 18;
+/// Smallest window: 2^15 rows, 256 KiB of an 8-byte column.
+inline constexpr int permutation_min_window_shift = 15;
+
+/// Windows for n rows: at least 2^permutation_min_window_shift rows each (or `shift` when > 0),
+/// widened until there are at most `radix` of them.
+inline PermutationWindows permutation_windows(std::size_t n, int shift = 0) {
+  PermutationWindows w;
+  w.shift = shift > 0 ? shift : permutation_min_window_shift;
+  while (((n + (std::size_t(1) << w.shift) - 1) >> w.shift) > radix) ++w.shift;
+  w.count = (n + (std::size_t(1) << w.shift) - 1) >> w.shift;
+  return w;
+}
+
+/// Whether more than one in eight of the rows (sampled, about 2^16 of them) come from more
+/// than a smallest window away: only then does the blocked permutation pay for its plan (a
+/// nearly sorted input, as the solver's after its first step, gathers almost in order anyway).
+template <class ExecutionSpace, class PermutationView>
+bool scattered_permutation(ExecutionSpace const& space, PermutationView const& permutation, std::size_t n) {
+  std::size_t const stride = n >> 16 > 0 ? n >> 16 : 1;
+  std::size_t const samples = (n + stride - 1) / stride;
+  std::size_t const near = std::size_t(1) << permutation_min_window_shift;
+  std::size_t far = 0;
+  Kokkos::parallel_reduce(
+      "kfmm::sort::sample_permutation", Kokkos::RangePolicy<ExecutionSpace>(space, 0, samples),
+      KOKKOS_LAMBDA(std::size_t s, std::size_t & count) {
+        std::size_t const i = s * stride, from = permutation(i);
+        count += (from > i ? from - i : i - from) >= near ? 1 : 0;
+      },
+      far);
+  return 8 * far > samples;
+}
+
+/// \brief Plan of the blocked permutation (a stable counting sort of the destination rows by
+/// the window of their source row): slots are grouped by source window, ascending destination
+/// within a window; source(j) is the source row of slot j and slot(i) the slot that destination
+/// row i reads. counts needs radix × blocks.count entries (the radix sort's digit counts).
+template <class ExecutionSpace, class PermutationView, class IndexView>
+void plan_blocked_permutation(ExecutionSpace const& space, PermutationView const& permutation, IndexView const& source,
+                              IndexView const& slot, IndexView const& counts, RadixBlocks const blocks,
+                              PermutationWindows const windows) {
+  using Index = typename IndexView::non_const_value_type;
+  int const shift = windows.shift;
+  radix_count_blocks(space, permutation, counts, blocks, shift);
+  radix_scan_counts(space, counts, radix * blocks.count);
+  Kokkos::parallel_for(
+      "kfmm::sort::plan_blocked_permutation", Kokkos::RangePolicy<ExecutionSpace>(space, 0, blocks.count),
+      KOKKOS_LAMBDA(std::size_t block) {
+        Index next[radix];
+        for (std::size_t w = 0; w < radix; ++w) next[w] = counts(w * blocks.count + block);
+        for (std::size_t i = blocks.begin(block); i < blocks.end(block); ++i) {
+          std::size_t const from = permutation(i);
+          Index const at = next[radix_digit(from, shift)]++;
+          source(at) = static_cast<Index>(from);
+          slot(i) = at;
+        }
+      });
+}
+
+/// Rows [0, n) of `view` reordered by a planned blocked permutation, one column at a time
+/// through `buffer`: the gather into the slots reads one source window at a time and writes
+/// in order; the copy back reads at most `radix` ascending streams of slots and writes in order.
+template <class ExecutionSpace, class IndexView, class View, class Buffer>
+void apply_blocked_permutation_through(ExecutionSpace const& space, IndexView const& source, IndexView const& slot,
+                                       View const& view, std::size_t n, Buffer const& buffer) {
+  using Value = typename View::non_const_value_type;
+  static_assert(sizeof(Value) <= sizeof(typename Buffer::value_type) &&
+                    alignof(Value) <= alignof(typename Buffer::value_type),
+                "the buffer words must hold one field value");
+  static_assert(std::is_trivially_copyable<Value>::value, "fields must be trivially copyable");
+  Kokkos::View<Value*, typename View::memory_space, Kokkos::MemoryUnmanaged> slots(
+      reinterpret_cast<Value*>(buffer.data()), n);
+  std::size_t const width = columns(view);
+  for (std::size_t c = 0; c < width; ++c) {
+    Kokkos::parallel_for(
+        "kfmm::sort::gather_windows", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+        KOKKOS_LAMBDA(std::size_t j) { slots(j) = element(view, source(j), c); });
+    Kokkos::parallel_for(
+        "kfmm::sort::copy_back_slots", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+        KOKKOS_LAMBDA(std::size_t i) { element(view, i, c) = slots(slot(i)); });
+  }
+}
+
 }  // namespace detail
 
 /// \brief Sorts keys with their permutation and keeps its scratch Views between calls
@@ -314,14 +407,7 @@ class KeySorter {
   template <class ExecutionSpace>
   void sort_blocks(ExecutionSpace const& space, KeyView const& keys, IndexView const& permutation, std::size_t n) {
     if (!start(space, keys, permutation, n)) return;
-    // Enough blocks to keep every thread busy, each long enough to amortise its digit counts.
-    std::size_t const min_block_length = 256;
-    std::size_t const by_length = (n + min_block_length - 1) / min_block_length;
-    std::size_t const by_threads = 4 * std::size_t(compat::concurrency(space));
-    detail::RadixBlocks blocks;
-    blocks.n = n;
-    blocks.count = by_length < by_threads ? by_length : by_threads;
-    blocks.length = (n + blocks.count - 1) / blocks.count;
+    detail::RadixBlocks const blocks = cpu_blocks(space, n);
     run_passes(
         space, keys, permutation, blocks,
         [&](int shift, auto const&... views) { detail::radix_count_blocks(space, views..., blocks, shift); },
@@ -364,11 +450,17 @@ class KeySorter {
   /// \brief Reorders every field of the `num` valid particles like kfmm::permute() (particle i
   /// becomes the old particle `permutation[i]`), one column at a time through the sorter's key
   /// scratch: 8 bytes per particle that the sorter keeps anyway, nothing allocated once grown.
+  /// From blocked_permutation_min_rows particles on CPU backends, when the permutation moves
+  /// rows far (detail::scattered_permutation), it takes permute_blocked(): the same result. GPUs
+  /// keep the plain gather (many loads in flight hide its latency; the plan's 256 counters per
+  /// thread are a CPU shape).
   template <class ExecutionSpace>
   void permute(ExecutionSpace const& space, Particles<Memory>& particles, IndexView const& permutation) {
     std::size_t const n = particles.num;
-    if (permutation.extent(0) < n)
-      fail("permute: the permutation ({} entries) is shorter than the {} particles", permutation.extent(0), n);
+    check_permutation(permutation, n);
+    if (n >= detail::blocked_permutation_min_rows && !use_gpu_shape<ExecutionSpace>() &&
+        detail::scattered_permutation(space, permutation, n))
+      return permute_blocked(space, particles, permutation);
     grow_scratch(space, n, 0);
     detail::apply_permutation_through(space, permutation, particles.pos, n, keys_scratch_);
     detail::apply_permutation_through(space, permutation, particles.vel, n, keys_scratch_);
@@ -376,10 +468,53 @@ class KeySorter {
     detail::apply_permutation_through(space, permutation, particles.id, n, keys_scratch_);
   }
 
+  /// \brief permute() visiting the rows by source window (detail::PermutationWindows; windows of
+  /// 2^window_shift rows when > 0, for tests): the random reads stay inside a cache- and
+  /// TLB-sized window. Costs a plan (a counting sort of the rows by window) and 4 more bytes per
+  /// particle of scratch; pays off when the columns exceed the caches and the permutation is
+  /// far from the identity. Bit-identical to permute().
+  template <class ExecutionSpace>
+  void permute_blocked(ExecutionSpace const& space, Particles<Memory>& particles, IndexView const& permutation,
+                       int window_shift = 0) {
+    std::size_t const n = particles.num;
+    check_permutation(permutation, n);
+    if (n == 0) return;
+    detail::RadixBlocks blocks = cpu_blocks(space, n);
+    grow_scratch(space, n, detail::radix * blocks.count);
+    if (slots_.extent(0) < n)
+      slots_ = IndexView(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kfmm::sort::permutation_slots"), n);
+    detail::plan_blocked_permutation(space, permutation, permutation_scratch_, slots_, counts_, blocks,
+                                     detail::permutation_windows(n, window_shift));
+    detail::apply_blocked_permutation_through(space, permutation_scratch_, slots_, particles.pos, n, keys_scratch_);
+    detail::apply_blocked_permutation_through(space, permutation_scratch_, slots_, particles.vel, n, keys_scratch_);
+    detail::apply_blocked_permutation_through(space, permutation_scratch_, slots_, particles.mass, n, keys_scratch_);
+    detail::apply_blocked_permutation_through(space, permutation_scratch_, slots_, particles.id, n, keys_scratch_);
+  }
+
  private:
   KeyView keys_scratch_;
   IndexView permutation_scratch_;
   IndexView counts_;  // counts_(digit * blocks + block), then their exclusive scan
+  IndexView slots_;   // permute_blocked: the slot each destination row reads
+
+  static void check_permutation(IndexView const& permutation, std::size_t n) {
+    if (permutation.extent(0) < n)
+      fail("permute: the permutation ({} entries) is shorter than the {} particles", permutation.extent(0), n);
+  }
+
+  // Blocks of the CPU-shaped kernels: enough to keep every thread busy, each long enough to
+  // amortise its 256 counters.
+  template <class ExecutionSpace>
+  static detail::RadixBlocks cpu_blocks(ExecutionSpace const& space, std::size_t n) {
+    std::size_t const min_block_length = 256;
+    std::size_t const by_length = (n + min_block_length - 1) / min_block_length;
+    std::size_t const by_threads = 4 * std::size_t(compat::concurrency(space));
+    detail::RadixBlocks blocks;
+    blocks.n = n;
+    blocks.count = by_length < by_threads ? by_length : by_threads;
+    blocks.length = (n + blocks.count - 1) / blocks.count;
+    return blocks;
+  }
 
   // Checks the arguments and writes the identity permutation; false when there is nothing to sort.
   template <class ExecutionSpace>

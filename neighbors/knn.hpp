@@ -13,7 +13,13 @@
 namespace kfmm {
 
 /// Largest k: each query keeps its k best candidates in per-thread arrays (registers or local
-/// memory on a GPU), sized by the smallest of 8, 16, 32, 64, 128 that holds k.
+/// memory on a GPU), sized by the smallest of 8, 16, 32, 64, 128 that holds k. The arrays hold
+/// an insertion list sorted by (distance², id) rather than a bounded max-heap: a heap needs the
+/// same k slots, so it would not free registers, and the sorted list gives the pruning bound
+/// (the k-th entry) and the final order (ties by id) directly; its O(k) shift is paid only on
+/// an insertion, and after the first leaves nearly every scanned point is rejected by the
+/// bound before that. Up to k = 8 the list fits registers; beyond, it lives in local memory
+/// (cached) on a GPU, 2 KiB per thread at k = 128.
 inline constexpr int max_knn_k = 128;
 
 struct KNNOptions {

@@ -132,3 +132,30 @@ BENCHMARK_TEMPLATE(BM_permute, false, true)->Arg(1000000)->Arg(4000000)->Unit(be
 BENCHMARK_TEMPLATE(BM_permute, false, false)->Arg(1000000)->Arg(4000000)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
+
+// The blocked permutation at a given window (2^shift source rows) on the sorting permutation of
+// clumped particles: how the window size trades cache reach against copy-back streams.
+void BM_permute_windows(benchmark::State& state) {
+  std::size_t const n = state.range(0);
+  int const shift = static_cast<int>(state.range(1));
+  kfmm::ExecutionSpace space;
+  kfmm::Particles<kfmm::MemorySpace> particles(n);
+  particles.num = particles.num_total = n;
+  Kokkos::deep_copy(particles.pos, clumped_positions(n));
+  Keys keys = clumped_hilbert_keys(n);
+  Kokkos::View<std::uint32_t*, kfmm::MemorySpace> permutation("kfmm::bench::permutation", n);
+  kfmm::KeySorter<kfmm::MemorySpace> sorter;
+  sorter.sort(space, keys, permutation, n);
+  sorter.permute_blocked(space, particles, permutation, shift);  // grows the sorter's scratch
+  space.fence();
+  for (auto _ : state) {
+    sorter.permute_blocked(space, particles, permutation, shift);
+    space.fence();
+  }
+  state.counters["particles/s"] = benchmark::Counter(double(n) * state.iterations(), benchmark::Counter::kIsRate);
+}
+
+BENCHMARK(BM_permute_windows)
+    ->ArgsProduct({{1000000, 4000000}, {13, 15, 17}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();

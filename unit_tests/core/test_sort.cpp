@@ -240,3 +240,105 @@ TEST(Sort, SorterPermuteMatchesPermute) {
 }
 
 }  // namespace
+
+namespace {
+
+// Particles whose every field encodes the row, so a permuted copy shows where each row came from.
+kfmm::Particles<kfmm::HostSpace> numbered_particles(std::size_t n) {
+  kfmm::Particles<kfmm::HostSpace> host(n + 3);
+  host.num = host.num_total = n;
+  for (std::size_t i = 0; i < n; ++i) {
+    for (int k = 0; k < 3; ++k) host.pos(i, k) = 10.0 * i + k + 0.25, host.vel(i, k) = -double(i) - k;
+    host.mass(i) = 0.5 * i;
+    host.id(i) = 7 + 3 * i;
+  }
+  return host;
+}
+
+Kokkos::View<std::uint32_t*, kfmm::MemorySpace> permutation_view(std::vector<std::uint32_t> const& order) {
+  Kokkos::View<std::uint32_t*, kfmm::MemorySpace> permutation("permutation", order.size());
+  auto host = Kokkos::create_mirror_view(permutation);
+  std::copy(order.begin(), order.end(), host.data());
+  Kokkos::deep_copy(permutation, host);
+  return permutation;
+}
+
+// The blocked permutation (windows of 2^shift source rows) gives the plain gather's bits.
+void expect_blocked_like_plain(std::vector<std::uint32_t> const& order, int window_shift) {
+  std::size_t const n = order.size();
+  auto const host = numbered_particles(n);
+  auto const permutation = permutation_view(order);
+  kfmm::ExecutionSpace space;
+  kfmm::KeySorter<kfmm::MemorySpace> sorter;
+  auto blocked = kfmm::to_device(host);
+  auto plain = kfmm::to_device(host);
+  sorter.permute_blocked(space, blocked, permutation, window_shift);
+  kfmm::permute(space, plain, permutation);
+  auto const a = kfmm::to_host(blocked);
+  auto const b = kfmm::to_host(plain);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::size_t const old = order[i];
+    ASSERT_EQ(a.id(i), 7 + 3 * old) << "row " << i << ", windows of 2^" << window_shift;
+    ASSERT_EQ(a.id(i), b.id(i));
+    ASSERT_EQ(a.mass(i), b.mass(i));
+    for (int k = 0; k < 3; ++k) {
+      ASSERT_EQ(a.pos(i, k), 10.0 * old + k + 0.25);
+      ASSERT_EQ(a.pos(i, k), b.pos(i, k));
+      ASSERT_EQ(a.vel(i, k), b.vel(i, k));
+    }
+  }
+}
+
+}  // namespace
+
+// Random, identity and reversed permutations, windows from 16 rows (many windows, a partial
+// last one) to the default (one window at this size), and the sizes with 0 and 1 rows.
+TEST(Sort, BlockedPermuteMatchesPlainGather) {
+  for (std::size_t n : {std::size_t(0), std::size_t(1), std::size_t(4099)}) {
+    std::vector<std::uint32_t> order(n);
+    std::iota(order.begin(), order.end(), 0u);
+    std::vector<std::uint32_t> reversed(order.rbegin(), order.rend());
+    std::vector<std::uint32_t> shuffled = order;
+    std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937_64(n));
+    for (int shift : {4, 7, 0}) {
+      expect_blocked_like_plain(order, shift);
+      expect_blocked_like_plain(reversed, shift);
+      expect_blocked_like_plain(shuffled, shift);
+    }
+  }
+}
+
+// More rows than 256 windows of 2^4 hold: the windows widen (at most 256 counters per block).
+TEST(Sort, BlockedPermuteWidensWindowsBeyond256) {
+  std::size_t const n = 256 * 16 * 3 + 5;
+  EXPECT_LE(kfmm::detail::permutation_windows(n, 4).count, kfmm::detail::radix);
+  EXPECT_EQ(kfmm::detail::permutation_windows(n, 4).shift, 6);
+  std::vector<std::uint32_t> order(n);
+  std::iota(order.begin(), order.end(), 0u);
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(5));
+  expect_blocked_like_plain(order, 4);
+}
+
+// From blocked_permutation_min_rows on, the sorter's permute() takes the blocked path on CPU
+// backends: still the plain gather's result.
+TEST(Sort, LargeSorterPermuteMatchesPermute) {
+  std::size_t const n = kfmm::detail::blocked_permutation_min_rows + 77;
+  std::vector<std::uint32_t> order(n);
+  std::iota(order.begin(), order.end(), 0u);
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(9));
+  auto const host = numbered_particles(n);
+  auto const permutation = permutation_view(order);
+  kfmm::ExecutionSpace space;
+  EXPECT_TRUE(kfmm::detail::scattered_permutation(space, permutation, n));
+  Kokkos::View<std::uint32_t*, kfmm::MemorySpace> identity("identity", n);
+  kfmm::detail::radix_iota(space, identity, n);
+  EXPECT_FALSE(kfmm::detail::scattered_permutation(space, identity, n));
+  kfmm::KeySorter<kfmm::MemorySpace> sorter;
+  auto by_sorter = kfmm::to_device(host);
+  sorter.permute(space, by_sorter, permutation);
+  auto const a = kfmm::to_host(by_sorter);
+  for (std::size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(a.id(i), 7 + 3 * std::size_t(order[i])) << "row " << i;
+    ASSERT_EQ(a.vel(i, 2), -double(order[i]) - 2);
+  }
+}
