@@ -256,7 +256,7 @@ void read_block_state(hid_t f, std::string const& file_path, SimulationConfig co
   std::size_t const n = host.num;
   std::vector<std::int64_t> rungs(n);
   read_dataset(f, "rungs", rungs.data(), {n}, file_path);
-  RungView::HostMirror rung("kfmm::io::restart::rung", n);
+  ScalarView<std::uint8_t, HostSpace> rung("kfmm::io::restart::rung", n);
   for (std::size_t i = 0; i < n; ++i) {
     if (rungs[i] < 0 || rungs[i] > max_rungs)
       fail("restart file '{}': particle id {} is on rung {}, outside [0, time.max_rungs = {}]; the file is damaged or "
