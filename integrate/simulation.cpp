@@ -181,10 +181,7 @@ class Stepper {
     prepare_views();
     timed_integration([&] { Kokkos::deep_copy(active_, std::uint8_t(1)); });
     compute_active_forces(s.time);
-    timed_integration([&] {
-      assign_rungs(context_, s.particles, s.acceleration, active_, 0, criterion(0), s.rung);
-      measure_now(0.0, s.time, config_.centres.cadence != CentreCadence::None);
-    });
+    timed_integration([&] { measure_now(0.0, s.time, config_.centres.cadence != CentreCadence::None); });
     s.initial_energy = s.diagnostics.total;
     s.diagnostics.energy_error = 0;
     s.started = true;
@@ -203,7 +200,16 @@ class Stepper {
     double const length = schedule.block_length(s.next_output);
     double const tick_length = length / static_cast<double>(ticks);  // exact: a power of two
     prepare_views();
-    if (s.block_tick == 0) s.block = BlockStatistics{0, std::vector<long long>(max_rungs + 1, 0)};
+    if (s.block_tick == 0) {
+      // A block starts: every particle is synchronised and takes the rung its latest force asks
+      // for, free of the previous block's. (Here rather than at the previous block end, so that
+      // a run continued with more outputs takes the next interval's block length.)
+      s.block = BlockStatistics{0, std::vector<long long>(max_rungs + 1, 0)};
+      timed_integration([&] {
+        Kokkos::deep_copy(active_, std::uint8_t(1));
+        assign_rungs(context_, particles, s.acceleration, active_, 0, criterion(s.next_output), s.rung);
+      });
+    }
     // Who starts a step now, and the deepest occupied rung: the next time at which a step ends.
     std::vector<long long> on_rung, starting;
     timed_integration([&] {
@@ -254,9 +260,6 @@ class Stepper {
       ++s.next_output;
       s.step_in_interval = 0;
     }
-    // Every particle is active at a block end: free new rungs for the next block (its length).
-    if (!finished())
-      timed_integration([&] { assign_rungs(context_, particles, s.acceleration, active_, 0, criterion(s.next_output), s.rung); });
     s.diagnostics.energy_error = (s.diagnostics.total - s.initial_energy) / std::fabs(s.initial_energy);
     return output;
   }
@@ -271,7 +274,7 @@ class Stepper {
   void prepare_views() {
     auto& s = state_;
     std::size_t const n = s.particles.num;
-    if (s.started && s.rung.extent(0) < n)
+    if (s.block_tick != 0 && s.rung.extent(0) < n)
       fail("hierarchical steps: the state has {} rungs for {} particles; continue from a restart written with "
            "time.step_mode hierarchical",
            s.rung.extent(0), n);

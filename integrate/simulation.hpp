@@ -62,8 +62,9 @@ struct SimulationState {
   ScalarView<double> external_potential;
   /// Integrated external centres (SimulationConfig::external), the same on every rank.
   std::vector<CentreState> centres;
-  /// Hierarchical steps: each particle's rung (aligned with `particles`); `acceleration` holds
-  /// each particle's latest force (inactive particles keep theirs between their force calls).
+  /// Hierarchical steps: each particle's rung (aligned with `particles`; every rung is chosen
+  /// afresh at each block start, so at a block end it is still the finished block's);
+  /// `acceleration` holds each particle's latest force (inactive particles keep theirs).
   RungView rung;
   /// Hierarchical: ticks (block / 2^max_rungs) done in the current block; 0 at block ends, where
   /// every particle is synchronised. Always 0 in the other modes.
@@ -120,7 +121,8 @@ enum class SimulationStatus { Finished, Stopped };
 /// they belong to (DKD: at mid-step, or at the output time on output steps).
 ///
 /// StepMode::Hierarchical (KDK only) uses `active_forces` for every force call, `forces` not at
-/// all (it may be empty): see docs/simulation.md. Each sub-step: the particles whose step starts
+/// all (it may be empty): see docs/simulation.md. At a block start every particle takes the rung
+/// of its latest acceleration. Each sub-step: the particles whose step starts
 /// get their opening half kick, everyone drifts to the next time at which a step ends, the
 /// particles whose step ends there get forces (active_forces; the external field at that time),
 /// their closing half kick and a new rung. Particles keep their order and rank for the whole run.

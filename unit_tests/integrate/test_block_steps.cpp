@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <limits>
 #include <map>
 #include <vector>
@@ -468,12 +467,11 @@ void plummer_in_equilibrium(std::uint64_t n, double tolerance, double eps, doubl
   EXPECT_GE(used, 2) << "several rungs in use";
 }
 
-TEST(BlockSteps, PlummerSphereStaysInEquilibrium) {
-  char const* e = std::getenv("PL_EPS");
-  char const* h = std::getenv("PL_ETA");
-  char const* d = std::getenv("PL_DT");
-  char const* n = std::getenv("PL_N");
-  plummer_in_equilibrium(n ? std::atoi(n) : 2000, 0.06, e ? std::atof(e) : 0.1, h ? std::atof(h) : 0.02, d ? std::atof(d) : 1.0 / 16);
-}
+// η = 0.0025 and blocks of 1/8 put most particles on rung 2 (1/32) and the low-|a| ones (the
+// core and the outskirts) on rungs 0 and 1. With 1000 particles the sample's own fluctuations of
+// the 10 % and 90 % radii (100 particles each) are a few per cent: 5 % there; the Slow variant has
+// 4000 particles and the 2 % of the issue.
+TEST(BlockSteps, PlummerSphereStaysInEquilibrium) { plummer_in_equilibrium(1000, 0.05, 0.1, 0.0025, 0.125); }
+TEST(BlockSteps, PlummerSphereStaysInEquilibriumSlow) { plummer_in_equilibrium(4000, 0.02, 0.1, 0.0025, 0.125); }
 
 }  // namespace
