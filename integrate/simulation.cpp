@@ -64,15 +64,23 @@ class Stepper {
         hierarchical_(config.schedule.mode == StepMode::Hierarchical) {}
 
   void start() {
-    if (hierarchical_) return start_hierarchical();
     if (config_.integrator == IntegratorKind::LatticeDKD) quantize_to_lattice(state_.particles, config_.lattice);
     state_.time = config_.schedule.start_time;
     state_.step = 0;
     state_.dt = 0;
     state_.next_output = 0;
     state_.step_in_interval = 0;
+    state_.block_tick = 0;
     state_.centres = config_.external.initial_centres();
-    compute_forces(state_.time);
+    if (hierarchical_) {  // every particle active; rungs are chosen at the first block start
+      state_.block = BlockStatistics{0, std::vector<long long>(config_.schedule.max_rungs + 1, 0)};
+      state_.last_block = state_.block;
+      prepare_views();
+      timed_integration([&] { Kokkos::deep_copy(active_, std::uint8_t(1)); });
+      compute_active_forces(state_.time);
+    } else {
+      compute_forces(state_.time);
+    }
     measure_now(0.0, state_.time, config_.centres.cadence != CentreCadence::None);
     state_.initial_energy = state_.diagnostics.total;
     state_.diagnostics.energy_error = 0;
@@ -167,28 +175,6 @@ class Stepper {
   }
 
  private:
-  void start_hierarchical() {
-    auto& s = state_;
-    s.time = config_.schedule.start_time;
-    s.step = 0;
-    s.dt = 0;
-    s.next_output = 0;
-    s.step_in_interval = 0;
-    s.block_tick = 0;
-    s.centres = config_.external.initial_centres();
-    s.block = BlockStatistics{0, std::vector<long long>(config_.schedule.max_rungs + 1, 0)};
-    s.last_block = s.block;
-    prepare_views();
-    timed_integration([&] { Kokkos::deep_copy(active_, std::uint8_t(1)); });
-    compute_active_forces(s.time);
-    timed_integration([&] { measure_now(0.0, s.time, config_.centres.cadence != CentreCadence::None); });
-    s.initial_energy = s.diagnostics.total;
-    s.diagnostics.energy_error = 0;
-    s.started = true;
-    notify(SimulationEvent::Start);
-    notify(SimulationEvent::Output);
-  }
-
   /// One sub-step of a block (see simulate()); returns whether it reached an output time.
   bool hierarchical_step() {
     auto& s = state_;

@@ -303,6 +303,18 @@ TEST(BlockSteps, OneRungIsTheGlobalStepKDKBitForBit) {
   EXPECT_EQ(block_state.last_block.steps_per_rung[0], 300);
 }
 
+/// Every rank's `local` values, in rank order, on every rank.
+std::vector<double> gather_all(kfmm::Context const& context, std::vector<double> const& local) {
+  int const count = static_cast<int>(local.size());
+  std::vector<int> counts(context.size()), offsets(context.size(), 0);
+  MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, context.comm());
+  for (int r = 1; r < context.size(); ++r) offsets[r] = offsets[r - 1] + counts[r - 1];
+  std::vector<double> all(offsets.back() + counts.back());
+  MPI_Allgatherv(local.data(), count, MPI_DOUBLE, all.data(), counts.data(), offsets.data(), MPI_DOUBLE,
+                 context.comm());
+  return all;
+}
+
 /// Every particle's position and velocity by id, from all ranks of `context`.
 std::map<std::uint64_t, std::array<double, 6>> by_id(kfmm::Context const& context,
                                                      kfmm::Particles<kfmm::MemorySpace> const& particles) {
@@ -313,13 +325,7 @@ std::map<std::uint64_t, std::array<double, 6>> by_id(kfmm::Context const& contex
     for (int d = 0; d < 3; ++d) local.push_back(host.pos(i, d));
     for (int d = 0; d < 3; ++d) local.push_back(host.vel(i, d));
   }
-  int const count = static_cast<int>(local.size());
-  std::vector<int> counts(context.size()), offsets(context.size(), 0);
-  MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, context.comm());
-  for (int r = 1; r < context.size(); ++r) offsets[r] = offsets[r - 1] + counts[r - 1];
-  std::vector<double> all(offsets.back() + counts.back());
-  MPI_Allgatherv(local.data(), count, MPI_DOUBLE, all.data(), counts.data(), offsets.data(), MPI_DOUBLE,
-                 context.comm());
+  auto const all = gather_all(context, local);
   std::map<std::uint64_t, std::array<double, 6>> result;
   for (std::size_t k = 0; k < all.size(); k += 7)
     result[static_cast<std::uint64_t>(all[k])] = {all[k + 1], all[k + 2], all[k + 3], all[k + 4], all[k + 5], all[k + 6]};
@@ -414,13 +420,7 @@ std::array<double, 3> lagrangian_radii(kfmm::Context const& context, kfmm::Parti
   for (std::size_t i = 0; i < host.num; ++i)
     local.push_back(std::sqrt(host.pos(i, 0) * host.pos(i, 0) + host.pos(i, 1) * host.pos(i, 1) +
                               host.pos(i, 2) * host.pos(i, 2)));
-  int const count = static_cast<int>(local.size());
-  std::vector<int> counts(context.size()), offsets(context.size(), 0);
-  MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, context.comm());
-  for (int r = 1; r < context.size(); ++r) offsets[r] = offsets[r - 1] + counts[r - 1];
-  std::vector<double> all(offsets.back() + counts.back());
-  MPI_Allgatherv(local.data(), count, MPI_DOUBLE, all.data(), counts.data(), offsets.data(), MPI_DOUBLE,
-                 context.comm());
+  auto all = gather_all(context, local);
   std::sort(all.begin(), all.end());  // equal masses: mass fractions are counts
   auto const at = [&](double f) { return all[static_cast<std::size_t>(f * all.size())]; };
   return {at(0.1), at(0.5), at(0.9)};
