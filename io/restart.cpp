@@ -196,6 +196,11 @@ void write_rank_file(std::string const& file_path, Context const& context, Simul
   // Hierarchical steps: where the block is, every particle's rung and the block's statistics.
   if (config.schedule.mode == StepMode::Hierarchical) {
     write_attribute<std::int64_t>(f, "block_tick", state.block_tick);
+    write_attribute<std::int64_t>(f, "max_rungs", config.schedule.max_rungs);
+    write_attribute<double>(f, "block_length",
+                            state.next_output < static_cast<int>(config.schedule.output_times.size())
+                                ? config.schedule.block_length(state.next_output)
+                                : 0.0);
     write_attribute<std::int64_t>(f, "block_force_calls", state.block.force_calls);
     std::vector<std::int64_t> rungs(host.num);
     if (host.num > 0) {
@@ -245,10 +250,20 @@ void read_block_state(hid_t f, std::string const& file_path, SimulationConfig co
   if (!hierarchical) return;
   int const max_rungs = schedule.max_rungs;
   state.block_tick = read_attribute<std::int64_t>(f, "block_tick", file_path);
+  // Inside a block the tick counts 2^-max_rungs of the block: both must be the run's.
+  if (state.block_tick != 0) {
+    auto const written_rungs = read_attribute<std::int64_t>(f, "max_rungs", file_path);
+    double const written_length = read_attribute<double>(f, "block_length", file_path);
+    bool const open_interval = state.next_output < static_cast<int>(schedule.output_times.size());
+    if (written_rungs != max_rungs || !open_interval || written_length != schedule.block_length(state.next_output))
+      fail("restart file '{}' stopped inside a block of length {} with time.max_rungs = {}, but the run file gives "
+           "{} and {}; continue with the run file that wrote it (a restart at an output may change them)",
+           file_path, written_length, written_rungs, open_interval ? schedule.block_length(state.next_output) : 0.0,
+           max_rungs);
+  }
   if (state.block_tick < 0 || state.block_tick >= (1LL << max_rungs))
-    fail("restart file '{}': block_tick = {} must be in [0, 2^max_rungs = {}); the file is damaged or time.max_rungs "
-         "changed (restart with the run file that wrote it)",
-         file_path, state.block_tick, 1LL << max_rungs);
+    fail("restart file '{}': block_tick = {} must be in [0, 2^max_rungs = {}); the file is damaged", file_path,
+         state.block_tick, 1LL << max_rungs);
   state.block.force_calls = read_attribute<std::int64_t>(f, "block_force_calls", file_path);
   if (state.block.force_calls < 0)
     fail("restart file '{}': block_force_calls = {} must be ≥ 0; the file is damaged", file_path,
@@ -258,9 +273,9 @@ void read_block_state(hid_t f, std::string const& file_path, SimulationConfig co
   read_dataset(f, "rungs", rungs.data(), {n}, file_path);
   ScalarView<std::uint8_t, HostSpace> rung("kfmm::io::restart::rung", n);
   for (std::size_t i = 0; i < n; ++i) {
-    if (rungs[i] < 0 || rungs[i] > max_rungs)
-      fail("restart file '{}': particle id {} is on rung {}, outside [0, time.max_rungs = {}]; the file is damaged or "
-           "time.max_rungs changed (restart with the run file that wrote it)",
+    // At a block start the rungs are chosen afresh; inside a block they must fit max_rungs.
+    if (rungs[i] < 0 || rungs[i] > (state.block_tick != 0 ? max_rungs : max_rung_limit))
+      fail("restart file '{}': particle id {} is on rung {}, outside [0, time.max_rungs = {}]; the file is damaged",
            file_path, host.id(i), rungs[i], max_rungs);
     rung(i) = static_cast<std::uint8_t>(rungs[i]);
   }

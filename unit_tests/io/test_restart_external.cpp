@@ -133,8 +133,8 @@ INSTANTIATE_TEST_SUITE_P(Integrators, RestartExternal,
                          [](auto const& info) { return kfmm::to_string(info.param); });
 
 // Hierarchical time steps stopped in the middle of a block (some particles mid-step) and continued
-// from the restart: bit-identical to an uninterrupted run; a restart of another step mode or with
-// rungs beyond max_rungs is refused.
+// from the restart: bit-identical to an uninterrupted run; a restart of another step mode, or with
+// another max_rungs or block length inside a block, is refused.
 /// The external run with hierarchical steps: several rungs (the satellite and the centre).
 kfmm::SimulationConfig block_config() {
   auto config = external_config(kfmm::IntegratorKind::KDK);
@@ -202,7 +202,7 @@ TEST(RestartBlocks, StoppedInTheMiddleOfABlockContinuesBitForBit) {
     expect_identical(second_part.at(k), uninterrupted.at(k));
   }
 
-  // Another step mode, or fewer rungs than the restart's, is refused.
+  // Another step mode, or another block (rungs or length) in the middle of a block, is refused.
   auto global = config;
   global.schedule.mode = kfmm::StepMode::PerOutput;
   try {
@@ -211,9 +211,20 @@ TEST(RestartBlocks, StoppedInTheMiddleOfABlockContinuesBitForBit) {
   } catch (kfmm::Error const& e) {
     EXPECT_NE(std::string(e.what()).find("was written with hierarchical time steps"), std::string::npos) << e.what();
   }
-  auto shallow = config;
-  shallow.schedule.max_rungs = 1;
-  EXPECT_THROW(kfmm::read_restart(context, restart_path, shallow), kfmm::Error);
+  auto deeper = config;
+  deeper.schedule.max_rungs = 9;
+  try {
+    kfmm::read_restart(context, restart_path, deeper);
+    ADD_FAILURE() << "no error";
+  } catch (kfmm::Error const& e) {
+    EXPECT_NE(std::string(e.what()).find("stopped inside a block of length 0.05 with time.max_rungs = 8, but the run "
+                                         "file gives 0.05 and 9"),
+              std::string::npos)
+        << e.what();
+  }
+  auto longer = config;
+  longer.schedule.dt_max = 0.1;
+  EXPECT_THROW(kfmm::read_restart(context, restart_path, longer), kfmm::Error);
   MPI_Barrier(context.comm());
   if (context.is_root()) std::filesystem::remove_all(directory);
 }
