@@ -29,7 +29,8 @@ void write_restart(Context const& context, std::string const& path, SimulationSt
 /// crash interrupted the directory swap; `path` when both exist: it is the newer, and complete).
 /// Throws kfmm::Error (on every rank) naming the file for a missing restart, another rank count,
 /// another integrator, another step mode (hierarchical or not), or a schedule that the state does
-/// not fit (its time beyond the next output, rungs or block position beyond time.max_rungs). Given a `solver`, hands it the saved cost
+/// not fit (its time beyond the next output; inside a hierarchical block, another max_rungs or
+/// block length). Given a `solver`, hands it the saved cost
 /// weights (if the restart has them) for its next decomposition. Collective.
 SimulationState read_restart(Context const& context, std::string const& path, SimulationConfig const& config,
                              ForceSolver* solver = nullptr);
