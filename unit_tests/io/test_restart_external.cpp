@@ -54,6 +54,14 @@ void expect_identical(ExternalOutput const& a, ExternalOutput const& b) {
   EXPECT_EQ(a.diagnostics.centre_potential_minimum, b.diagnostics.centre_potential_minimum);
 }
 
+/// The 300 Plummer particles of both runs.
+kfmm::Particles<kfmm::HostSpace> plummer_sphere(kfmm::Context const& context) {
+  kfmm::ICOptions ic;
+  ic.kind = kfmm::ICKind::Plummer;
+  ic.n_total = 300;
+  return kfmm::make_initial_conditions(context, ic);
+}
+
 /// A directory name that every rank agrees on.
 std::string shared_directory(kfmm::Context const& context, std::string const& prefix) {
   long long pid = getpid();
@@ -87,10 +95,7 @@ TEST_P(RestartExternal, StoppedAndContinuedRunEqualsUninterruptedRun) {
   kfmm::Context context;
   std::string const directory = shared_directory(context, "kfmm_restart_external_");
   std::string const restart_path = directory + "/restart";
-  kfmm::ICOptions ic;
-  ic.kind = kfmm::ICKind::Plummer;
-  ic.n_total = 300;
-  auto const initial = kfmm::make_initial_conditions(context, ic);
+  auto const initial = plummer_sphere(context);
   auto const config = external_config(GetParam());
   auto const forces = kfmm::direct_forces(context, kfmm::SofteningKind::Plummer, 0.05, 1.0);
 
@@ -150,10 +155,7 @@ TEST(RestartBlocks, StoppedInTheMiddleOfABlockContinuesBitForBit) {
   kfmm::Context context;
   std::string const directory = shared_directory(context, "kfmm_restart_blocks_");
   std::string const restart_path = directory + "/restart";
-  kfmm::ICOptions ic;
-  ic.kind = kfmm::ICKind::Plummer;
-  ic.n_total = 300;
-  auto const initial = kfmm::make_initial_conditions(context, ic);
+  auto const initial = plummer_sphere(context);
   auto const config = block_config();
   auto const forces = kfmm::direct_active_forces(context, kfmm::SofteningKind::Plummer, 0.05, 1.0);
 
