@@ -131,6 +131,16 @@ Observer progress_observer(Context const& context, SimulationConfig const& confi
   };
 }
 
+/// Hierarchical steps: one line per block on rank 0 with its force calls and the particle steps
+/// taken on each rung (GADGET's per-bin view: rung r takes 2^r steps per block).
+Observer block_observer(Context const& context) {
+  return [&context](SimulationEvent event, SimulationState const& state) {
+    if (event != SimulationEvent::Step || !state.synchronised() || !context.is_root()) return;
+    fmt::print("  block ends at t {:<10.5g} {:5d} force calls, particle steps per rung {}\n", state.time,
+               state.last_block.force_calls, format_rung_counts(state.last_block.steps_per_rung));
+  };
+}
+
 /// The end-of-run report: time per step and per phase (mean over ranks) and the share of the
 /// run spent outside the force calculation.
 void print_summary(Context const& context, SimulationState const& state, double domain, double setup, double elapsed,
@@ -188,6 +198,7 @@ void run(Environment& environment, RunOptions const& options) {
 
   std::optional<ForceSolver> solver;
   ForceFunction forces;
+  ActiveForceFunction active_forces;  // hierarchical steps
   double domain = 0;
   if (settings.force_method == ForceMethod::FMM) {
     solver.emplace(context, config.fmm);
@@ -197,8 +208,15 @@ void run(Environment& environment, RunOptions const& options) {
       fmm(particles, potential, acceleration);
       domain += solver->stats().seconds("domain");
     };
+    active_forces = [&solver, &domain, fmm = fmm_active_forces(*solver)](
+                        Particles<MemorySpace> const& particles, ActiveFlags const& active,
+                        ScalarView<double>& potential, Vec3View<double>& acceleration) {
+      fmm(particles, active, potential, acceleration);
+      domain += solver->stats().seconds("domain");
+    };
   } else {
     forces = direct_forces(context, config.fmm.softening, config.fmm.softening_length, config.fmm.G);
+    active_forces = direct_active_forces(context, config.fmm.softening, config.fmm.softening_length, config.fmm.G);
   }
   ForceSolver* const fmm_solver = solver ? &*solver : nullptr;
 
@@ -223,11 +241,13 @@ void run(Environment& environment, RunOptions const& options) {
   if (settings.fof.enabled) observers.push_back(fof_observer(context, settings));
   observers.push_back(restart_observer(context, restart_path, config, output.restart_every, fmm_solver));
   observers.push_back(progress_observer(context, config, state.step, state.started ? state.time : config.schedule.start_time));
+  if (config.schedule.mode == StepMode::Hierarchical) observers.push_back(block_observer(context));
 
   long long const first_step = state.step;
   auto const start = Clock::now();
   double const setup = std::chrono::duration<double>(start - setup_start).count();
-  SimulationStatus const status = simulate(context, state, config, forces, combine(std::move(observers)));
+  SimulationStatus const status =
+      simulate(context, state, config, forces, combine(std::move(observers)), active_forces);
   double const elapsed = std::chrono::duration<double>(Clock::now() - start).count();
   print_summary(context, state, domain, setup, elapsed, state.step - first_step, status);
 }

@@ -103,12 +103,11 @@ void ExternalField::evaluate(std::array<double, 3> const& x, double time, double
 
 void ExternalField::apply(Context const& context, double time, double G, std::vector<CentreState>& centres,
                           Particles<MemorySpace> const& particles, ScalarView<double>& external_potential,
-                          Vec3View<double>& acceleration) const {
+                          Vec3View<double>& acceleration, ActiveFlags const& active) const {
   auto const terms = placed(time, centres);
   std::size_t const n = particles.num;
   if (external_potential.extent(0) < n)
-    external_potential = ScalarView<double>(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::integrate::external::potential"), particles.capacity());
+    external_potential = ScalarView<double>("kfmm::integrate::external::potential", particles.capacity());
   if (acceleration.extent(0) < n)
     fail("external field: the acceleration View holds {} particles, fewer than the {} given", acceleration.extent(0), n);
   auto const device_terms = potentials_to_device(terms);
@@ -116,8 +115,12 @@ void ExternalField::apply(Context const& context, double time, double G, std::ve
   auto pos = particles.pos;
   auto acc = acceleration;
   auto ext = external_potential;
+  bool const subset = active.extent(0) > 0;
+  if (subset && active.extent(0) < n)
+    fail("external field: {} active flags for {} particles; size the flags to the particles", active.extent(0), n);
   Kokkos::parallel_for(
       "kfmm::integrate::external::apply", Kokkos::RangePolicy<ExecutionSpace>(0, n), KOKKOS_LAMBDA(std::size_t i) {
+        if (subset && !active(i)) return;
         double phi = 0, a[3] = {0, 0, 0};
         for (int k = 0; k < count; ++k) {
           ExternalPotential const& p = device_terms(k);

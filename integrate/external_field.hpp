@@ -4,6 +4,7 @@
 /// particles and the particles on it (docs/external_potentials.md).
 #include <kfmm/comm/context.hpp>
 #include <kfmm/core/particles.hpp>
+#include <kfmm/integrate/active_forces.hpp>
 #include <kfmm/integrate/external_potential.hpp>
 
 #include <array>
@@ -58,9 +59,11 @@ struct ExternalField {
   /// potential to `external_potential` (resized to ≥ particles.num when smaller) and, when there
   /// are integrated centres, sets their accelerations (other potentials + the particles'
   /// reaction, reduced over all ranks in rank order). Collective when integrated centres exist.
+  /// With `active` (hierarchical steps), only the rows of the active particles get the field;
+  /// the centres still feel every particle (all are at `time`).
   void apply(Context const& context, double time, double G, std::vector<CentreState>& centres,
              Particles<MemorySpace> const& particles, ScalarView<double>& external_potential,
-             Vec3View<double>& acceleration) const;
+             Vec3View<double>& acceleration, ActiveFlags const& active = {}) const;
 
   /// ½ Σ M |v + kick·a|² of the integrated centres plus their potential energy in the other
   /// potentials (pairs of integrated centres counted once, see above).

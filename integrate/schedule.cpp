@@ -32,6 +32,28 @@ void Schedule::validate() const {
       if (!(eta > 0) || !std::isfinite(eta)) fail("schedule: adaptive step factor eta {} must be finite and > 0", eta);
       if (!(dt_max > 0)) fail("schedule: maximum time step {} must be > 0", dt_max);
       break;
+    case StepMode::Hierarchical: {
+      if (!(eta > 0) || !std::isfinite(eta))
+        fail("schedule: hierarchical step factor eta {} must be finite and > 0 (GADGET's 0.025 is a common choice)", eta);
+      if (!(dt_max > 0) || !std::isfinite(dt_max))
+        fail("schedule: hierarchical steps need a finite block length dt_max > 0 (the longest particle step), got {}",
+             dt_max);
+      if (!(dt_min >= 0) || !(dt_min <= dt_max))
+        fail("schedule: smallest time step dt_min = {} must be ≥ 0 and ≤ dt_max = {}", dt_min, dt_max);
+      if (max_rungs < 0 || max_rungs > max_rung_limit)
+        fail("schedule: max_rungs = {} must be in [0, {}] (the smallest step is dt_max / 2^max_rungs)", max_rungs,
+             max_rung_limit);
+      double previous_output = start_time;
+      for (double t : output_times) {
+        double const blocks = std::ceil((t - previous_output) / dt_max);
+        if (!(blocks <= max_blocks_per_interval))
+          fail("schedule: the interval from {} to output {} needs {:g} blocks of dt_max = {}, more than {:g}; use a "
+               "larger dt_max",
+               previous_output, t, blocks, dt_max, max_blocks_per_interval);
+        previous_output = t;
+      }
+      break;
+    }
   }
 }
 
@@ -50,13 +72,27 @@ double Schedule::step_end(int next_output, long long step_in_interval, double ti
       double const step = std::fmin(adaptive_dt, dt_max);
       return land(time + step, step);
     }
+    case StepMode::Hierarchical: {  // block ends, as PerOutput's step ends
+      long long const blocks = blocks_in_interval(next_output);
+      if (step_in_interval + 1 >= blocks) return end;
+      return begin + static_cast<double>(step_in_interval + 1) * ((end - begin) / static_cast<double>(blocks));
+    }
   }
   return end;
+}
+
+long long Schedule::blocks_in_interval(int next_output) const {
+  double const length = std::fabs(output_times[next_output] - interval_start(next_output));
+  // A length that is a whole number of dt_max up to round-off (0.1 / 0.02 = 5.000000000000001)
+  // takes that number of blocks, not one more. validate() bounds the count.
+  double const blocks = std::ceil(length / dt_max * (1 - 1e-12));
+  return blocks < 1 ? 1 : static_cast<long long>(blocks);
 }
 
 double Schedule::step_length(int next_output, double time, double end) const {
   if (mode == StepMode::PerOutput)
     return (output_times[next_output] - interval_start(next_output)) / static_cast<double>(steps_per_output);
+  if (mode == StepMode::Hierarchical) return block_length(next_output);
   return end - time;
 }
 
@@ -72,7 +108,8 @@ StepMode parse_step_mode(std::string const& name) {
   if (name == "per_output") return StepMode::PerOutput;
   if (name == "fixed") return StepMode::Fixed;
   if (name == "adaptive") return StepMode::Adaptive;
-  fail("unknown step mode '{}': use per_output, fixed or adaptive", name);
+  if (name == "hierarchical") return StepMode::Hierarchical;
+  fail("unknown step mode '{}': use per_output, fixed, adaptive or hierarchical", name);
 }
 
 std::string to_string(StepMode mode) {
@@ -80,6 +117,7 @@ std::string to_string(StepMode mode) {
     case StepMode::PerOutput: return "per_output";
     case StepMode::Fixed: return "fixed";
     case StepMode::Adaptive: return "adaptive";
+    case StepMode::Hierarchical: return "hierarchical";
   }
   return "?";
 }

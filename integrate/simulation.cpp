@@ -19,6 +19,13 @@ void SimulationConfig::validate() const {
     fail("the adaptive time step η·sqrt(ε/|a|max) needs a softening length ε > 0, got {}; set one or use a fixed "
          "step",
          fmm.softening_length);
+  if (schedule.mode == StepMode::Hierarchical) {
+    if (integrator != IntegratorKind::KDK)
+      fail("hierarchical time steps are kick-drift-kick: set the integrator to kdk (got {})", to_string(integrator));
+    if (!(fmm.softening_length > 0))
+      fail("the hierarchical step criterion sqrt(2·eta·ε/|a|) needs a softening length ε > 0, got {}; set one",
+           fmm.softening_length);
+  }
   if (output.restart_every < 0) fail("restart cadence {} must be ≥ 0 steps", output.restart_every);
   external.validate();
   centres.validate();
@@ -47,8 +54,14 @@ double seconds_since(Clock::time_point start) {
 class Stepper {
  public:
   Stepper(Context const& context, SimulationState& state, SimulationConfig const& config, ForceFunction const& forces,
-          Observer const& observer)
-      : context_(context), state_(state), config_(config), forces_(forces), observer_(observer) {}
+          ActiveForceFunction const& active_forces, Observer const& observer)
+      : context_(context),
+        state_(state),
+        config_(config),
+        forces_(forces),
+        active_forces_(active_forces),
+        observer_(observer),
+        hierarchical_(config.schedule.mode == StepMode::Hierarchical) {}
 
   void start() {
     if (config_.integrator == IntegratorKind::LatticeDKD) quantize_to_lattice(state_.particles, config_.lattice);
@@ -57,8 +70,17 @@ class Stepper {
     state_.dt = 0;
     state_.next_output = 0;
     state_.step_in_interval = 0;
+    state_.block_tick = 0;
     state_.centres = config_.external.initial_centres();
-    compute_forces(state_.time);
+    if (hierarchical_) {  // every particle active; rungs are chosen at the first block start
+      state_.block = BlockStatistics{0, std::vector<long long>(config_.schedule.max_rungs + 1, 0)};
+      state_.last_block = state_.block;
+      prepare_views();
+      timed_integration([&] { Kokkos::deep_copy(active_, std::uint8_t(1)); });
+      compute_active_forces(state_.time);
+    } else {
+      compute_forces(state_.time);
+    }
     measure_now(0.0, state_.time, config_.centres.cadence != CentreCadence::None);
     state_.initial_energy = state_.diagnostics.total;
     state_.diagnostics.energy_error = 0;
@@ -67,8 +89,9 @@ class Stepper {
     notify(SimulationEvent::Output);
   }
 
-  /// One global step; returns whether it reached an output time.
+  /// One global step (hierarchical: one sub-step); returns whether it reached an output time.
   bool step() {
+    if (hierarchical_) return hierarchical_step();
     auto const& schedule = config_.schedule;
     double const adaptive_dt =
         schedule.mode == StepMode::Adaptive
@@ -152,6 +175,112 @@ class Stepper {
   }
 
  private:
+  /// One sub-step of a block (see simulate()); returns whether it reached an output time.
+  bool hierarchical_step() {
+    auto& s = state_;
+    auto const& schedule = config_.schedule;
+    auto& particles = s.particles;
+    std::size_t const n = particles.num;
+    int const max_rungs = schedule.max_rungs;
+    long long const ticks = 1LL << max_rungs;
+    double const length = schedule.block_length(s.next_output);
+    double const tick_length = length / static_cast<double>(ticks);  // exact: a power of two
+    prepare_views();
+    if (s.block_tick == 0) {
+      // A block starts: every particle is synchronised and takes the rung its latest force asks
+      // for, free of the previous block's. (Here rather than at the previous block end, so that
+      // a run continued with more outputs takes the next interval's block length.)
+      s.block = BlockStatistics{0, std::vector<long long>(max_rungs + 1, 0)};
+      timed_integration([&] {
+        Kokkos::deep_copy(active_, std::uint8_t(1));
+        assign_rungs(context_, particles, s.acceleration, active_, 0, criterion(s.next_output), s.rung);
+      });
+    }
+    // Who starts a step now, and the deepest occupied rung: the next time at which a step ends.
+    std::vector<long long> on_rung, starting;
+    timed_integration([&] {
+      mark_active(s.rung, n, s.block_tick, max_rungs, active_);
+      rung_histogram(context_, s.rung, active_, n, max_rungs, on_rung, starting);
+    });
+    int deepest = 0;
+    for (int r = 0; r <= max_rungs; ++r)
+      if (on_rung[r] > 0) deepest = r;
+    long long const next_tick = next_boundary(s.block_tick, deepest, max_rungs);
+    bool const block_end = next_tick == ticks;
+    // Drifts of (ticks) · tick_length: a whole block is exactly `length`, as a global step's dt.
+    double const gap = static_cast<double>(next_tick - s.block_tick) * tick_length;
+    double const block_start =
+        s.step_in_interval == 0 ? schedule.interval_start(s.next_output)
+                                : schedule.step_end(s.next_output, s.step_in_interval - 1, s.time, 0.0);
+    double const t1 = block_end ? schedule.step_end(s.next_output, s.step_in_interval, s.time, 0.0)
+                                : block_start + static_cast<double>(next_tick) * tick_length;
+    s.block.force_calls += 1;
+    for (int r = 0; r <= max_rungs; ++r) s.block.steps_per_rung[r] += starting[r];
+    auto& centres = s.centres;
+    timed_integration([&] {
+      half_kick_active(particles, s.acceleration, s.rung, active_, length);  // opening kicks
+      kick_centres(centres, 0.5 * gap);
+      drift(particles, gap);
+      drift_centres(centres, gap);
+      mark_active(s.rung, n, next_tick, max_rungs, active_);  // whose steps end at t1
+    });
+    compute_active_forces(t1);
+    timed_integration([&] {
+      half_kick_active(particles, s.acceleration, s.rung, active_, length);  // closing kicks
+      kick_centres(centres, 0.5 * gap);
+      if (!block_end) assign_rungs(context_, particles, s.acceleration, active_, next_tick, criterion(s.next_output), s.rung);
+    });
+    s.time = t1;
+    s.dt = gap;
+    ++s.step;
+    s.block_tick = block_end ? 0 : next_tick;
+    if (!block_end) return false;
+
+    s.last_block = s.block;
+    ++s.step_in_interval;
+    bool const output = s.step_in_interval == schedule.blocks_in_interval(s.next_output);
+    bool const find_centres = config_.centres.cadence == CentreCadence::Step ||
+                              (output && config_.centres.cadence != CentreCadence::None);
+    timed_integration([&] { measure_now(0.0, t1, find_centres); });
+    if (output) {
+      ++s.next_output;
+      s.step_in_interval = 0;
+    }
+    s.diagnostics.energy_error = (s.diagnostics.total - s.initial_energy) / std::fabs(s.initial_energy);
+    return output;
+  }
+
+  RungCriterion criterion(int next_output) const {
+    auto const& schedule = config_.schedule;
+    return {schedule.eta, config_.fmm.softening_length, schedule.block_length(next_output), schedule.dt_min,
+            schedule.max_rungs};
+  }
+
+  /// Hierarchical: force rows and flags for every particle (a restart brings none of the potentials).
+  void prepare_views() {
+    auto& s = state_;
+    std::size_t const n = s.particles.num;
+    if (s.block_tick != 0 && s.rung.extent(0) < n)
+      fail("hierarchical steps: the state has {} rungs for {} particles; continue from a restart written with "
+           "time.step_mode hierarchical",
+           s.rung.extent(0), n);
+    if (s.potential.extent(0) < n) Kokkos::resize(s.potential, n);
+    if (s.acceleration.extent(0) < n) Kokkos::resize(s.acceleration, n);
+    if (active_.extent(0) < n) active_ = ActiveFlags("kfmm::integrate::active", n);
+  }
+
+  /// Hierarchical: forces on the particles flagged in active_ at `time`, then the external field.
+  void compute_active_forces(double time) {
+    auto const start = Clock::now();
+    active_forces_(state_.particles, active_, state_.potential, state_.acceleration);
+    state_.times.force += seconds_since(start);
+    if (!config_.external.empty())
+      timed_integration([&] {
+        config_.external.apply(context_, time, config_.fmm.G, state_.centres, state_.particles,
+                               state_.external_potential, state_.acceleration, active_);
+      });
+  }
+
   /// Forces at `time` (the particles' time): self-gravity, then the external field.
   void compute_forces(double time) {
     auto const start = Clock::now();
@@ -206,17 +335,27 @@ class Stepper {
   SimulationState& state_;
   SimulationConfig const& config_;
   ForceFunction const& forces_;
+  ActiveForceFunction const& active_forces_;
   Observer const& observer_;
+  bool const hierarchical_;
+  ActiveFlags active_;  ///< hierarchical: the particles of the current force call / kick
 };
 
 }  // namespace
 
 SimulationStatus simulate(Context const& context, SimulationState& state, SimulationConfig const& config,
-                          ForceFunction const& forces, Observer const& observer) {
+                          ForceFunction const& forces, Observer const& observer,
+                          ActiveForceFunction const& active_forces) {
   config.validate();
-  if (!forces) fail("simulate() needs a force function");
+  if (config.schedule.mode == StepMode::Hierarchical) {
+    if (!active_forces)
+      fail("hierarchical time steps need an active-particle force function (fmm_active_forces or "
+           "direct_active_forces)");
+  } else if (!forces) {
+    fail("simulate() needs a force function");
+  }
   StopSignalGuard stop_signal;
-  Stepper stepper(context, state, config, forces, observer);
+  Stepper stepper(context, state, config, forces, active_forces, observer);
   if (!state.started) stepper.start();
   while (!stepper.finished()) {
     bool const output = stepper.step();
@@ -233,10 +372,11 @@ SimulationStatus simulate(Context const& context, SimulationState& state, Simula
 }
 
 SimulationStatus simulate(Context const& context, Particles<MemorySpace>& particles, SimulationConfig const& config,
-                          ForceFunction const& forces, Observer const& observer) {
+                          ForceFunction const& forces, Observer const& observer,
+                          ActiveForceFunction const& active_forces) {
   SimulationState state;
   state.particles = particles;
-  SimulationStatus const status = simulate(context, state, config, forces, observer);
+  SimulationStatus const status = simulate(context, state, config, forces, observer, active_forces);
   particles = state.particles;
   return status;
 }
@@ -244,7 +384,7 @@ SimulationStatus simulate(Context const& context, Particles<MemorySpace>& partic
 Observer diagnostics_observer(Context const& context, std::string const& path, long long resume_after_step) {
   auto log = std::make_shared<DiagnosticsLog>(context, path, resume_after_step);
   return [log](SimulationEvent event, SimulationState const& state) {
-    if (event == SimulationEvent::Start || event == SimulationEvent::Step)
+    if (event == SimulationEvent::Start || (event == SimulationEvent::Step && state.synchronised()))
       log->write(state.step, state.dt, state.diagnostics);
   };
 }

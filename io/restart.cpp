@@ -193,6 +193,26 @@ void write_rank_file(std::string const& file_path, Context const& context, Simul
                       Kokkos::subview(state.acceleration, Kokkos::make_pair(std::size_t(0), host.num), Kokkos::ALL));
     write_dataset(f, "acceleration", acceleration.data(), {3, n});
   }
+  // Hierarchical steps: where the block is, every particle's rung and the block's statistics.
+  if (config.schedule.mode == StepMode::Hierarchical) {
+    write_attribute<std::int64_t>(f, "block_tick", state.block_tick);
+    write_attribute<std::int64_t>(f, "max_rungs", config.schedule.max_rungs);
+    write_attribute<double>(f, "block_length",
+                            state.next_output < static_cast<int>(config.schedule.output_times.size())
+                                ? config.schedule.block_length(state.next_output)
+                                : 0.0);
+    write_attribute<std::int64_t>(f, "block_force_calls", state.block.force_calls);
+    std::vector<std::int64_t> rungs(host.num);
+    if (host.num > 0) {
+      auto const rung = Kokkos::create_mirror_view_and_copy(
+          HostSpace(), Kokkos::subview(state.rung, Kokkos::make_pair(std::size_t(0), host.num)));
+      for (std::size_t i = 0; i < host.num; ++i) rungs[i] = rung(i);
+    }
+    write_dataset(f, "rungs", rungs.data(), {n});
+    std::vector<std::int64_t> steps(state.block.steps_per_rung.begin(), state.block.steps_per_rung.end());
+    steps.resize(config.schedule.max_rungs + 1, 0);
+    write_dataset(f, "block_steps_per_rung", steps.data(), {steps.size()});
+  }
   // Integrated external centres: position, velocity, acceleration (the same on every rank).
   if (!state.centres.empty()) {
     std::vector<double> centres;
@@ -215,6 +235,57 @@ void write_rank_file(std::string const& file_path, Context const& context, Simul
     }
   }
   file.close(fmt::format("restart file '{}'", file_path));
+}
+
+/// The hierarchical steps' part of a restart (rungs, block position, block statistics), checked.
+void read_block_state(hid_t f, std::string const& file_path, SimulationConfig const& config,
+                      Particles<HostSpace> const& host, SimulationState& state) {
+  auto const& schedule = config.schedule;
+  bool const hierarchical = schedule.mode == StepMode::Hierarchical;
+  bool const has_blocks = H5Aexists(f, "block_tick") > 0;
+  if (has_blocks != hierarchical)
+    fail("restart file '{}' {} but the run file asks for the {} step mode; restart with the run file that wrote it",
+         file_path, has_blocks ? "was written with hierarchical time steps" : "has no hierarchical time steps",
+         to_string(schedule.mode));
+  if (!hierarchical) return;
+  int const max_rungs = schedule.max_rungs;
+  state.block_tick = read_attribute<std::int64_t>(f, "block_tick", file_path);
+  // Inside a block the tick counts 2^-max_rungs of the block: both must be the run's.
+  if (state.block_tick != 0) {
+    auto const written_rungs = read_attribute<std::int64_t>(f, "max_rungs", file_path);
+    double const written_length = read_attribute<double>(f, "block_length", file_path);
+    bool const open_interval = state.next_output < static_cast<int>(schedule.output_times.size());
+    if (written_rungs != max_rungs || !open_interval || written_length != schedule.block_length(state.next_output))
+      fail("restart file '{}' stopped inside a block of length {} with time.max_rungs = {}, but the run file gives "
+           "{} and {}; continue with the run file that wrote it (a restart at an output may change them)",
+           file_path, written_length, written_rungs, open_interval ? schedule.block_length(state.next_output) : 0.0,
+           max_rungs);
+  }
+  if (state.block_tick < 0 || state.block_tick >= (1LL << max_rungs))
+    fail("restart file '{}': block_tick = {} must be in [0, 2^max_rungs = {}); the file is damaged", file_path,
+         state.block_tick, 1LL << max_rungs);
+  state.block.force_calls = read_attribute<std::int64_t>(f, "block_force_calls", file_path);
+  if (state.block.force_calls < 0)
+    fail("restart file '{}': block_force_calls = {} must be ≥ 0; the file is damaged", file_path,
+         state.block.force_calls);
+  std::size_t const n = host.num;
+  std::vector<std::int64_t> rungs(n);
+  read_dataset(f, "rungs", rungs.data(), {n}, file_path);
+  ScalarView<std::uint8_t, HostSpace> rung("kfmm::io::restart::rung", n);
+  for (std::size_t i = 0; i < n; ++i) {
+    // At a block start the rungs are chosen afresh; inside a block they must fit max_rungs.
+    if (rungs[i] < 0 || rungs[i] > (state.block_tick != 0 ? max_rungs : max_rung_limit))
+      fail("restart file '{}': particle id {} is on rung {}, outside [0, time.max_rungs = {}]; the file is damaged",
+           file_path, host.id(i), rungs[i], max_rungs);
+    rung(i) = static_cast<std::uint8_t>(rungs[i]);
+  }
+  state.rung = Kokkos::create_mirror_view_and_copy(MemorySpace(), rung);
+  std::vector<std::int64_t> steps(max_rungs + 1);
+  read_dataset(f, "block_steps_per_rung", steps.data(), {steps.size()}, file_path);
+  for (std::size_t r = 0; r < steps.size(); ++r)
+    if (steps[r] < 0)
+      fail("restart file '{}': block_steps_per_rung[{}] = {} must be ≥ 0; the file is damaged", file_path, r, steps[r]);
+  state.block.steps_per_rung.assign(steps.begin(), steps.end());
 }
 
 std::string existing_restart(std::string const& path) {
@@ -359,6 +430,7 @@ SimulationState read_restart(Context const& context, std::string const& path, Si
              file_path, acceleration.data()[bad], host.id(bad % n));
       state.acceleration = Kokkos::create_mirror_view_and_copy(MemorySpace(), acceleration);
     }
+    read_block_state(f, file_path, config, host, state);
     auto const centres = static_cast<std::size_t>(config.external.integrated_count());
     bool const has_centres = H5Lexists(f, "external_centres", H5P_DEFAULT) > 0;
     if (has_centres != (centres > 0))
@@ -422,7 +494,7 @@ Observer restart_observer(Context const& context, std::string const& path, Simul
     // writer: a restart ahead of the last snapshot would make a crash in between lose that
     // snapshot for good (the continued run would start after it).
     bool const due = every_steps > 0 && state.step > 0 && state.step % every_steps == 0;
-    bool const output_step = state.step_in_interval == 0;
+    bool const output_step = state.step_in_interval == 0 && state.synchronised();
     bool const scheduled = due && (event == (output_step ? SimulationEvent::Output : SimulationEvent::Step));
     if (scheduled || event == SimulationEvent::Stop || event == SimulationEvent::Finish)
       write_restart(context, path, state, config, solver);

@@ -11,7 +11,8 @@ namespace kfmm {
 
 /// \brief Writes `state` to the directory `path`, one HDF5 file per rank (`rank_NNNN.h5`:
 /// particles in their current local order, time, step, dt, output position, E₀, max |a|,
-/// the integrator, for KDK the stored acceleration and, given the run's `solver`, its cost
+/// the integrator, for KDK the stored acceleration, for hierarchical steps each particle's rung,
+/// the position in the block and the block's statistics, and, given the run's `solver`, its cost
 /// weights, so that the continued run keeps the same domain decomposition). LatticeDKD's integer coordinates
 /// are the stored positions and velocities divided by dx, dv (exact, see LatticeSpacing).
 ///
@@ -27,8 +28,9 @@ void write_restart(Context const& context, std::string const& path, SimulationSt
 /// \brief Reads a restart written by the same number of ranks (`path`, or `path.old` when a
 /// crash interrupted the directory swap; `path` when both exist: it is the newer, and complete).
 /// Throws kfmm::Error (on every rank) naming the file for a missing restart, another rank count,
-/// another integrator, or a schedule that the state does not fit (its time beyond the next
-/// output). Given a `solver`, hands it the saved cost
+/// another integrator, another step mode (hierarchical or not), or a schedule that the state does
+/// not fit (its time beyond the next output; inside a hierarchical block, another max_rungs or
+/// block length). Given a `solver`, hands it the saved cost
 /// weights (if the restart has them) for its next decomposition. Collective.
 SimulationState read_restart(Context const& context, std::string const& path, SimulationConfig const& config,
                              ForceSolver* solver = nullptr);

@@ -73,12 +73,14 @@ Key const keys[] = {
   {"time.end", "float", "1", "end of the run (the last output)", "", -1e300, 1e300},
   {"time.outputs", "int", "4", "number of evenly spaced outputs after the start (the last at time.end)", "", 1, 1e6},
   {"time.output_times", "float list", "", "explicit output times instead of time.end and time.outputs"},
-  {"time.step_mode", "string", "per_output", "per_output: time.steps_per_output equal steps between outputs; fixed: steps of time.dt; adaptive: dt = time.eta·sqrt(ε/|a|max)", "per_output|fixed|adaptive"},
+  {"time.step_mode", "string", "per_output", "per_output: time.steps_per_output equal steps between outputs; fixed: steps of time.dt; adaptive: dt = time.eta·sqrt(ε/|a|max); hierarchical: GADGET-style individual power-of-two steps dt_max/2^rung with Δt = sqrt(2·time.eta·ε/|a|) per particle (kdk only; docs/simulation.md)", "per_output|fixed|adaptive|hierarchical"},
   {"time.steps_per_output", "int", "40", "per_output: steps between two outputs", "", 1, 1e12},
   {"time.dt", "float", "", "fixed: the time step (required for fixed)", "", 1e-300, 1e300},
   {"time.output_every", "int", "0", "fixed: an output every this many steps up to time.end (0: use time.outputs)", "", 0, 1e12},
-  {"time.eta", "float", "0.025", "adaptive: accuracy factor η", "", 1e-300, 1e300},
-  {"time.dt_max", "float", ".inf", "adaptive: largest time step", "", 1e-300, std::numeric_limits<double>::infinity()},
+  {"time.eta", "float", "0.025", "adaptive, hierarchical: accuracy factor η", "", 1e-300, 1e300},
+  {"time.dt_max", "float", ".inf", "adaptive: largest time step; hierarchical: largest block length (required, finite: each interval between outputs is cut into the fewest equal blocks no longer than this)", "", 1e-300, std::numeric_limits<double>::infinity()},
+  {"time.dt_min", "float", "0", "hierarchical: smallest allowed particle step; a particle that needs less is an error", "", 0, 1e300},
+  {"time.max_rungs", "int", "20", "hierarchical: deepest rung; the shortest step is the block length / 2^max_rungs", "", 0, max_rung_limit},
   {"units.system", "string", "model", "model: the units the initial conditions come in (astro for clumps; plain for the other models; those recorded in ic.file); plain: G = 1; astro: kpc, km/s, Msun as scaled below (jz-fmm's UnitConfig)", "model|plain|astro"},
   {"units.length_in_kpc", "float", "1", "astro: length unit in kpc", "", 1e-300, 1e300},
   {"units.velocity_in_kmps", "float", "1", "astro: velocity unit in km/s", "", 1e-300, 1e300},
@@ -326,6 +328,14 @@ Schedule read_schedule(Values const& values) {
   schedule.steps_per_output = values.integer("time.steps_per_output");
   schedule.eta = values.number("time.eta");
   schedule.dt_max = values.number("time.dt_max");
+  schedule.dt_min = values.number("time.dt_min");
+  schedule.max_rungs = static_cast<int>(values.integer("time.max_rungs"));
+  if (schedule.mode == StepMode::Hierarchical) {
+    values.require("time.dt_max", "time.step_mode is hierarchical: the block length");
+    if (schedule.dt_min > schedule.dt_max)
+      values.invalid("time.dt_min", fmt::format("{} is larger than time.dt_max = {}; give dt_min ≤ dt_max",
+                                                schedule.dt_min, schedule.dt_max));
+  }
   long long const output_every = values.integer("time.output_every");
   if (values.given("time.output_times")) {
     schedule.output_times = values.numbers("time.output_times");
