@@ -227,6 +227,8 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
       if (!fits(static_cast<long long>(groups) * max_children + 1, "child slots", iteration)) continue;
       int const slots = groups * max_children;
       for (auto& c : counts_) grow_preserving(c, slots + 1);
+      if (relative) grow_preserving(slot_allowance_, slots + 1);
+      auto const slot_allowance = slot_allowance_;
       // counts_[k] for k = kind: entries of that kind per (group, child slot);
       // counts_[3 + k]: 1 if that (group, slot) has any entry of kind k (becomes a group).
       ScalarView<int> entries[3] = {counts_[0], counts_[1], counts_[2]};
@@ -245,6 +247,7 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
               if (j < na) {
                 auto const a = w.with_coherence(w.target(first ? A : w.child(A, j)), source, offset(g),
                                                 offset(g + 1), first);
+                if (w.relative) slot_allowance(g * max_children + j) = a.allowed;
                 for (int e = offset(g); e < offset(g + 1); ++e) {
                   int const B = source(e);
                   int const nb = first ? 1 : w.num_children(B);
@@ -292,8 +295,8 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
             int const na = first ? 1 : w.num_children(A);
             for (int j = 0; j < na; ++j) {
               int const slot = g * max_children + j;
-              auto const a =
-                  w.with_coherence(w.target(first ? A : w.child(A, j)), source, offset(g), offset(g + 1), first);
+              auto a = w.target(first ? A : w.child(A, j));
+              if (w.relative) a.allowed = slot_allowance(slot);  // as counted
               int cursor[3];
               for (int k = 0; k < 3; ++k) {
                 cursor[k] = entry_base[k] + entries[k](slot);

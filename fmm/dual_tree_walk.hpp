@@ -89,6 +89,7 @@ class DualTreeWalk {
 
   PairLists open_[2];
   ScalarView<int> counts_[6];
+  ScalarView<double> slot_allowance_;  ///< relative criterion: each (group, child slot)'s allowance, from count to fill
   long long index_limit_ = index_limit_from_environment();
 };
 
