@@ -49,6 +49,7 @@ struct WalkView {
   int order;
   bool relative;
   bool harmonic;  // multipole_power given
+  double coherence_floor;  // OpeningTest::coherence_floor
 
   KOKKOS_INLINE_FUNCTION int num_children(int node) const {
     return (flags(node) & node_leaf) ? 1 : cend(node) - cbegin(node);
@@ -66,24 +67,74 @@ struct WalkView {
     return {a, f, centre(a, 0), centre(a, 1), centre(a, 2), radius(a),
             relative && !(f & node_remote) ? allowed(a) : 0.0};
   }
-  // The relative criterion's estimate of the M2L error per unit G (OpeningTest), against
-  // what the target allows; both sides multiplied by d², every length divided by d:
-  // Horner in r_a/d over n = 0 … p+1 with c_n = C(p+1, n) T_n / d^n.
-  KOKKOS_INLINE_FUNCTION bool error_allowed(Target const& a, int b, double d2) const {
-    if (!relative) return true;
+  // The relative criterion's estimate of the M2L error per unit G (OpeningTest) times d², every
+  // length divided by d: the largest of the terms C(p+1, n) T_n (r_a/d)^(p+1−n) / d^n.
+  KOKKOS_INLINE_FUNCTION double error_estimate(Target const& a, int b, double d2) const {
+    constexpr int max_terms = 10;  // p + 2 for p ≤ 8
     double const inv_d = 1.0 / compat::math::sqrt(d2);
     double const ra = a.radius * inv_d, sb = scale(b) * inv_d, pb = power_radius(b) * inv_d;
     double const m = mass(b);
     int const q = order + 1;
+    double ra_power[max_terms];  // ra_power[k] = (r_a/d)^k
+    ra_power[0] = 1;
+    for (int k = 1; k <= q; ++k) ra_power[k] = ra_power[k - 1] * ra;
     double e = 0, binomial = 1, sb_n = 1, pb_n = 1;
     for (int n = 0; n <= q; ++n) {
       double const T = n == 0 || n == q || !harmonic ? m * pb_n : multipole_power(b, n) * sb_n;
-      e = e * ra + binomial * T;
+      double const term = binomial * T * ra_power[q - n];
+      e = term > e ? term : e;
       binomial = binomial * (q - n) / (n + 1);
       sb_n *= sb;
       pb_n *= pb;
     }
-    return e <= a.allowed * d2;
+    return e;
+  }
+  KOKKOS_INLINE_FUNCTION bool error_allowed(Target const& a, int b, double d2) const {
+    return !relative || error_estimate(a, b, d2) <= a.allowed * d2;
+  }
+  // `a` with its allowance divided by max(c, coherence_floor), where c is the coherence of its
+  // candidate sources' errors: over the candidates b that pass the angle test (the children of
+  // sources[begin, end), or these themselves on the first level), weighted by their error
+  // estimates, the larger of |mean direction| and the normalised norm of the traceless mean
+  // n nᵀ. 1 when the errors come from one direction (or one axis), near 0 when from all
+  // around, where they cancel at the target instead of adding up.
+  KOKKOS_INLINE_FUNCTION Target with_coherence(Target a, ScalarView<int> const& sources, int begin, int end,
+                                                bool first) const {
+    if (!relative || coherence_floor >= 1 || (a.flags & node_remote)) return a;
+    double W = 0, D[3] = {0, 0, 0}, Q[6] = {0, 0, 0, 0, 0, 0};  // Q: xx, yy, zz, xy, xz, yz
+    for (int e = begin; e < end; ++e) {
+      int const B = sources(e);
+      int const nb = first ? 1 : num_children(B);
+      for (int jb = 0; jb < nb; ++jb) {
+        int const b = first ? B : child(B, jb);
+        if (b == a.node) continue;
+        double const dx = centre(b, 0) - a.x, dy = centre(b, 1) - a.y, dz = centre(b, 2) - a.z;
+        double const d2 = dx * dx + dy * dy + dz * dz;
+        double const r = a.radius + radius(b);
+        if (!(r * r < theta * theta * d2)) continue;
+        double const weight = error_estimate(a, b, d2) / d2;
+        double const inv = 1.0 / compat::math::sqrt(d2);
+        double const n[3] = {dx * inv, dy * inv, dz * inv};
+        W += weight;
+        for (int k = 0; k < 3; ++k) D[k] += weight * n[k];
+        Q[0] += weight * n[0] * n[0];
+        Q[1] += weight * n[1] * n[1];
+        Q[2] += weight * n[2] * n[2];
+        Q[3] += weight * n[0] * n[1];
+        Q[4] += weight * n[0] * n[2];
+        Q[5] += weight * n[1] * n[2];
+      }
+    }
+    if (!(W > 0)) return a;
+    double const dipole = compat::math::sqrt(D[0] * D[0] + D[1] * D[1] + D[2] * D[2]) / W;
+    double q2 = 0;  // ‖mean n nᵀ − I/3‖², 2/3 for a single direction
+    for (int k = 0; k < 3; ++k) q2 += (Q[k] / W - 1.0 / 3) * (Q[k] / W - 1.0 / 3);
+    for (int k = 3; k < 6; ++k) q2 += 2 * (Q[k] / W) * (Q[k] / W);
+    double const quadrupole = compat::math::sqrt(1.5 * q2);
+    double c = dipole > quadrupole ? dipole : quadrupole;
+    c = c > coherence_floor ? c : coherence_floor;
+    a.allowed /= c;
+    return a;
   }
   KOKKOS_INLINE_FUNCTION PairKind classify(Target const& a, int b) const {
     if (a.flags & node_remote) return pair_none;
@@ -111,6 +162,10 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
     fail("DualTreeWalk: the relative criterion at order {} needs the nodes' power radii for exponent {}, "
          "computed for {}; set NodeGeometry::power_exponent before compute_node_geometry",
          test.order, test.order + 1, geometry.power_exponent);
+  if (test.allowed.extent(0) > 0 && (test.order < 1 || test.order > 8))
+    fail("DualTreeWalk: the relative criterion's estimate supports orders 1…8, got {}", test.order);
+  if (test.allowed.extent(0) > 0 && !(test.coherence_floor > 0))
+    fail("DualTreeWalk: coherence_floor = {} must be > 0 (≥ 1 turns the coherence off)", test.coherence_floor);
   PairLists* out[3] = {&m2l, &p2p, nullptr};
   for (int l = 0; l < 2; ++l) {
     out[l]->segment_begin.assign(1, 0);
@@ -166,11 +221,14 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
       WalkView const w{tree.child_begin,     tree.child_end,   tree.child_index, geometry.flags,
                        geometry.centre,      geometry.radius,  geometry.mass,    test.allowed,
                        geometry.power_radius, geometry.scale,  power,            test.theta,
-                       test.kernel_reach,    test.order,       relative,         harmonic};
+                       test.kernel_reach,    test.order,       relative,         harmonic,
+                       test.coherence_floor};
       int const groups = open->num_groups;
       if (!fits(static_cast<long long>(groups) * max_children + 1, "child slots", iteration)) continue;
       int const slots = groups * max_children;
       for (auto& c : counts_) grow_preserving(c, slots + 1);
+      if (relative) grow_preserving(slot_allowance_, slots + 1);
+      auto const slot_allowance = slot_allowance_;
       // counts_[k] for k = kind: entries of that kind per (group, child slot);
       // counts_[3 + k]: 1 if that (group, slot) has any entry of kind k (becomes a group).
       ScalarView<int> entries[3] = {counts_[0], counts_[1], counts_[2]};
@@ -187,7 +245,9 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
             for (int j = 0; j < max_children; ++j) {
               int n[3] = {0, 0, 0};
               if (j < na) {
-                auto const a = w.target(first ? A : w.child(A, j));
+                auto const a = w.with_coherence(w.target(first ? A : w.child(A, j)), source, offset(g),
+                                                offset(g + 1), first);
+                if (w.relative) slot_allowance(g * max_children + j) = a.allowed;
                 for (int e = offset(g); e < offset(g + 1); ++e) {
                   int const B = source(e);
                   int const nb = first ? 1 : w.num_children(B);
@@ -235,7 +295,8 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
             int const na = first ? 1 : w.num_children(A);
             for (int j = 0; j < na; ++j) {
               int const slot = g * max_children + j;
-              auto const a = w.target(first ? A : w.child(A, j));
+              auto a = w.target(first ? A : w.child(A, j));
+              if (w.relative) a.allowed = slot_allowance(slot);  // as counted
               int cursor[3];
               for (int k = 0; k < 3; ++k) {
                 cursor[k] = entry_base[k] + entries[k](slot);

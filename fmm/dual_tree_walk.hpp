@@ -28,15 +28,21 @@ struct PairLists {
 /// \brief What the walk accepts for M2L: a pair (a, b), a ≠ b, at distance d = |c_a − c_b|
 /// with ρ = (r_a + r_b)/d < θ, beyond `kernel_reach`, and, where `allowed` is given (the
 /// relative criterion, fmm/relative_opening.hpp), with an estimate of the interaction's
-/// truncation error at a's farthest particle, per unit G, at most allowed(a):
-///     Σ_{n=0}^{p+1} C(p+1, n) T_n r_a^(p+1−n) / d^(p+3),   p = order,
-/// the degree-(p+1) term of the double expansion, split by the addition theorem into b's
-/// degree-n moments and a's radius. T_0 = M_b; T_{p+1} = M_b s_b^(p+1) with s_b b's power
-/// radius (NodeGeometry::power_radius, computed with power_exponent = p + 1): a bound, as b's
-/// moments of that degree are not kept; and T_n for 1 ≤ n ≤ p is b's harmonic multipole power
-/// H_n (NodeGeometry::multipole_power) where the geometry has it, else the bound M_b s_b^n.
-/// H_n weighs b's mass by where it lies and how it is arranged (Dehnen 2014): a smooth cell's
-/// moments largely cancel, a cell whose mass sits at its edge keeps them.
+/// truncation error at a's farthest particle, per unit G, at most allowed(a) / max(c_a, floor):
+///     max_{n=0…p+1} C(p+1, n) T_n r_a^(p+1−n) / d^(p+3),   p = order,
+/// the largest term of the degree-(p+1) part of the double expansion, split by the addition
+/// theorem into b's degree-n moments and a's radius. T_0 = M_b; T_{p+1} = M_b s_b^(p+1) with
+/// s_b b's power radius (NodeGeometry::power_radius, computed with power_exponent = p + 1): a
+/// bound, as b's moments of that degree are not kept; and T_n for 1 ≤ n ≤ p is b's harmonic
+/// multipole power H_n (NodeGeometry::multipole_power) where the geometry has it, else the bound
+/// M_b s_b^n. H_n weighs b's mass by where it lies and how it is arranged (Dehnen 2014): a smooth
+/// cell's moments largely cancel, a cell whose mass sits at its edge keeps them. (The largest
+/// term, not their sum: measured, the tails of the per-particle errors are the same and
+/// smooth distributions cost less; README, "Choosing the defaults".)
+/// c_a is the coherence of a's candidate sources at its level (those passing the angle test),
+/// weighted by their estimates: the larger of the length of their mean direction and the
+/// normalised anisotropy of their mean n nᵀ; 1 when the errors come from one side or one axis
+/// and add up at the target, near 0 when they come from all around and cancel.
 struct OpeningTest {
   double theta = 0.75;
   /// > 0 (the spline's support 2.8 ε): pairs that may come closer than it stay out of M2L,
@@ -44,6 +50,9 @@ struct OpeningTest {
   double kernel_reach = 0;
   int order = 0;                   ///< p of the error estimate
   ScalarView<double> allowed = {};  ///< per target node; empty: the angle test alone
+  /// The largest factor by which coherence lets a target's allowance grow is 1/this, > 0;
+  /// ≥ 1: none.
+  double coherence_floor = 0.1;
 };
 
 /// \brief The dual-tree walk. Starts from (root, root); a pair (a, b) is accepted for M2L when
@@ -80,6 +89,7 @@ class DualTreeWalk {
 
   PairLists open_[2];
   ScalarView<int> counts_[6];
+  ScalarView<double> slot_allowance_;  ///< relative criterion: each (group, child slot)'s allowance, from count to fill
   long long index_limit_ = index_limit_from_environment();
 };
 

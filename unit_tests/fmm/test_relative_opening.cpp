@@ -128,8 +128,9 @@ TEST_F(RelativeOpeningTest, WalkAcceptsWhatTheAllowanceAllows) {
 }
 
 // With the nodes' harmonic multipole powers the walk uses the sharper estimate: every pair it
-// sends to M2L satisfies it (recomputed here on the host from the lists), some of them would
-// fail the power-radius bound, and fewer leaf pairs are summed directly.
+// sends to M2L satisfies it (recomputed here on the host from the lists: the largest term),
+// some of them would fail the power-radius bound, and fewer leaf pairs are summed directly.
+// (Coherence off: the estimate alone decides.)
 TEST_F(RelativeOpeningTest, HarmonicPowersAcceptWhatTheirEstimateAllows) {
   auto pass = make_expansion_pass(7, Precision::Double, SofteningKind::Plummer, 0.0);
   PassParticles const particles{sorted.particles.pos, sorted.particles.mass, sorted.n, sorted.n};
@@ -138,7 +139,7 @@ TEST_F(RelativeOpeningTest, HarmonicPowersAcceptWhatTheirEstimateAllows) {
   Kokkos::deep_copy(allowed, 1e-4);
   DualTreeWalk walk;
   PairLists m2l_bound, p2p_bound, m2l, p2p;
-  OpeningTest const test{0.6, 0.0, 7, allowed};
+  OpeningTest const test{0.6, 0.0, 7, allowed, 1.0};
   walk.run(space, sorted.tree, geometry, test, 0, m2l_bound, p2p_bound);
   // Powers for too few nodes are refused, naming both counts.
   geometry.multipole_power = Kokkos::View<double**, MemorySpace>("powers", sorted.tree.num_nodes - 1, 8);
@@ -158,14 +159,14 @@ TEST_F(RelativeOpeningTest, HarmonicPowersAcceptWhatTheirEstimateAllows) {
   auto const target = host(m2l.target);
   auto const offset = host(m2l.offset);
   auto const source = host(m2l.source);
-  // Σ_n C(8, n) T_n r_a^(8−n) / d^10 with T_n = H_n s^n (1 ≤ n ≤ 7), or the bound M s_b^n.
+  // max_n C(8, n) T_n r_a^(8−n) / d^10 with T_n = H_n s^n (1 ≤ n ≤ 7), or the bound M s_b^n.
   auto const estimate = [&](int a, int b, bool harmonic) {
     double const d = std::hypot(centre(a, 0) - centre(b, 0), centre(a, 1) - centre(b, 1), centre(a, 2) - centre(b, 2));
     double e = 0, binomial = 1;
     for (int n = 0; n <= 8; ++n) {
       double const T = harmonic && n > 0 && n < 8 ? H(b, n) * std::pow(scale(b), n)
                                                   : mass(b) * std::pow(power_radius(b), n);
-      e += binomial * T * std::pow(radius(a), 8 - n);
+      e = std::max(e, binomial * T * std::pow(radius(a), 8 - n));
       binomial = binomial * (8 - n) / (n + 1);
     }
     return e / std::pow(d, 10);
@@ -179,6 +180,115 @@ TEST_F(RelativeOpeningTest, HarmonicPowersAcceptWhatTheirEstimateAllows) {
     }
   EXPECT_GT(sharper, 0);
   EXPECT_LT(count_pairs(p2p), count_pairs(p2p_bound));
+}
+
+// Seven compact clusters of 20 particles: a target cluster and six source
+// clusters at distance 1, either all around it (on the axes: isotropic) or all on one side
+// (shifted off the origin, and one distant particle, so that no cell boundary cuts a cluster).
+kfmm_test::SortedTree seven_clusters(bool isotropic) {
+  double const around[6][3] = {{1, 0, 0}, {-1, 0, 0}, {0, 1, 0}, {0, -1, 0}, {0, 0, 1}, {0, 0, -1}};
+  // Unit vectors within 35° of +x.
+  double const one_side[6][3] = {{1, 0, 0},           {0.9397, 0.3420, 0}, {0.9397, -0.3420, 0},
+                                 {0.9397, 0, 0.3420}, {0.9397, 0, -0.3420}, {0.8192, 0.4056, 0.4056}};
+  int const per_cluster = 20;
+  Particles<HostSpace> host(7 * per_cluster + 1);
+  std::mt19937_64 rng(9);
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (int c = 0; c < 7; ++c) {
+    double const offset[3] = {0.2, 0.21, 0.19};  // keeps each cluster inside one cell of the octree
+    for (int j = 0; j < per_cluster; ++j) {
+      std::size_t const i = std::size_t(c * per_cluster + j);
+      double x[3];
+      do {
+        for (double& v : x) v = u(rng);
+      } while (x[0] * x[0] + x[1] * x[1] + x[2] * x[2] > 1);
+      for (int k = 0; k < 3; ++k) {
+        double const at = c == 0 ? 0.0 : (isotropic ? around[c - 1][k] : one_side[c - 1][k]);
+        host.pos(i, k) = at + offset[k] + 0.01 * x[k];
+        host.vel(i, k) = 0;
+      }
+      host.mass(i) = 1.0;
+      host.id(i) = i;
+    }
+  }
+  // One distant particle moves the octree's cell boundaries off the target cluster.
+  std::size_t const lone = 7 * per_cluster;
+  for (int k = 0; k < 3; ++k) {
+    host.pos(lone, k) = 3.0 + 0.05 * k;
+    host.vel(lone, k) = 0;
+  }
+  host.mass(lone) = 1.0;
+  host.id(lone) = lone;
+  host.num = host.num_total = lone + 1;
+  return kfmm_test::sorted_tree(host, 32);
+}
+
+// The walk's allowance grows where the candidate sources' errors come from all around a target
+// (they cancel at it) and not where they come from one side (they add up): the target cluster's
+// leaf takes the six source clusters by M2L when they surround it and sums them directly when
+// they are on one side, at an allowance 3× below their error estimates.
+TEST(RelativeOpeningCoherence, AllowanceGrowsOnlyWhereTheErrorsComeFromAllAround) {
+  ExecutionSpace space;
+  for (bool isotropic : {true, false}) {
+    auto const sorted = seven_clusters(isotropic);
+    NodeGeometry geometry;
+    geometry.power_exponent = 8;
+    compute_node_geometry(space, sorted.tree, sorted.particles.pos, sorted.particles.mass,
+                          ExpansionCentre::CentreOfMass, sorted.cube, geometry);
+    auto const host = [](auto const& view) { return Kokkos::create_mirror_view_and_copy(HostSpace(), view); };
+    auto const pos = host(sorted.particles.pos);
+    auto const cbegin = host(sorted.tree.child_begin), cend = host(sorted.tree.child_end);
+    auto const pbegin = host(sorted.tree.particle_begin), pend = host(sorted.tree.particle_end);
+    auto const centre = host(geometry.centre);
+    auto const radius = host(geometry.radius);
+    auto const mass = host(geometry.mass);
+    auto const power_radius = host(geometry.power_radius);
+    // The leaves: the target cluster's, and the six others (one leaf per cluster).
+    int target = -1;
+    std::vector<int> sources;
+    for (int node = 0; node < sorted.tree.num_nodes; ++node) {
+      if (cbegin(node) != cend(node) || pend(node) - pbegin(node) == 1) continue;  // not the distant particle
+      ASSERT_EQ(pend(node) - pbegin(node), 20) << "a cluster split over leaves";
+      bool const at_origin = std::abs(pos(pbegin(node), 0) - 0.2) < 0.1 && std::abs(pos(pbegin(node), 1) - 0.2) < 0.1 &&
+                             std::abs(pos(pbegin(node), 2) - 0.2) < 0.1;
+      if (at_origin)
+        target = node;
+      else
+        sources.push_back(node);
+    }
+    ASSERT_GE(target, 0);
+    ASSERT_EQ(sources.size(), 6u);
+    // The estimate of OpeningTest without harmonic powers: max_n C(8, n) M s^n r_a^(8−n) / d^10.
+    double smallest = std::numeric_limits<double>::infinity(), largest = 0;
+    for (int b : sources) {
+      double const d =
+          std::hypot(centre(target, 0) - centre(b, 0), centre(target, 1) - centre(b, 1), centre(target, 2) - centre(b, 2));
+      double e = 0, binomial = 1;
+      for (int n = 0; n <= 8; ++n) {
+        e = std::max(e, binomial * mass(b) * std::pow(power_radius(b), n) * std::pow(radius(target), 8 - n));
+        binomial = binomial * (8 - n) / (n + 1);
+      }
+      smallest = std::min(smallest, e / std::pow(d, 10));
+      largest = std::max(largest, e / std::pow(d, 10));
+    }
+    ASSERT_LT(largest, 2 * smallest);  // similar clusters at similar distances
+    ScalarView<double> allowed("allowed", sorted.tree.num_nodes);
+    Kokkos::deep_copy(allowed, smallest / 3);
+    DualTreeWalk walk;
+    // The target leaf's directly summed sources: itself, plus the clusters not taken by M2L.
+    auto const direct_sources = [&](double floor) {
+      PairLists m2l, p2p;
+      walk.run(space, sorted.tree, geometry, OpeningTest{0.75, 0.0, 7, allowed, floor}, 0, m2l, p2p);
+      auto const t = host(p2p.target);
+      auto const offset = host(p2p.offset);
+      int count = 0;
+      for (int g = 0; g < p2p.num_groups; ++g)
+        if (t(g) == target) count += offset(g + 1) - offset(g);
+      return count;
+    };
+    EXPECT_EQ(direct_sources(1.0), 7) << (isotropic ? "isotropic" : "one-sided");
+    EXPECT_EQ(direct_sources(0.1), isotropic ? 1 : 7) << (isotropic ? "isotropic" : "one-sided");
+  }
 }
 
 class RelativeSolverTest : public testing::Test {
