@@ -49,6 +49,7 @@ class ExpansionPass {
   /// Clears the local expansions and applies M2L over the lists.
   virtual void translate(ExecutionSpace const& space, NodeGeometry const& geometry, PairLists const& m2l) = 0;
   /// L2L down the local tree, then L2P into phi / grad of the target particles (overwritten).
+  /// Nodes flagged node_idle get no L2L and no L2P (their particles' rows keep what they held).
   virtual void evaluate_locals(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
                                PassParticles const& particles, ScalarView<double> const& phi,
                                Vec3View<double> const& grad) = 0;

@@ -276,7 +276,7 @@ class ExpansionPassImpl final : public ExpansionPass {
               l2l_lanes<P, Real, W>(&L(node, 0), Real(scale(node)), dx, dy, dz, s_child, lanes);
               for (int l = 0; l < count; ++l) {
                 int const child = cindex(first + l);
-                if (flags(child) & node_remote) continue;
+                if (flags(child) & (node_remote | node_idle)) continue;
                 for (int n = 0; n < N; ++n) L(child, n) += lanes[n * W + l];
               }
             }
@@ -299,7 +299,7 @@ class ExpansionPassImpl final : public ExpansionPass {
     Kokkos::parallel_for(
         "kfmm::fmm::l2p", Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, tree.num_nodes),
         KOKKOS_LAMBDA(int node) {
-          if (cbegin(node) != cend(node) || (flags(node) & node_remote)) return;
+          if (cbegin(node) != cend(node) || (flags(node) & (node_remote | node_idle))) return;
           double const s = scale(node);
           double const inv = 1.0 / s;
           // W particles at a time, one per lane.
