@@ -372,6 +372,10 @@ class ForceSolver::Impl {
     ScalarView<double> owned_potential, owned_cost;
     Vec3View<double> owned_acceleration;
     evaluate_tree(owned, n, plan_.cube, true, restore, targets, [&] {
+      if (context_.size() == 1) {  // the plan is a permutation: straight into the caller's rows
+        scatter_results(targets, n, potential, acceleration);
+        return;
+      }
       owned_potential = ScalarView<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::active_potential"), n);
       owned_acceleration =
           Vec3View<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::active_acceleration"), n);
@@ -381,7 +385,8 @@ class ForceSolver::Impl {
     bool const weighted = context_.size() > 1 && weights_count_ == particles.num;
     ScalarView<double> costs;
     if (weighted) costs = ScalarView<double>("kfmm::solver::active_costs", particles.num);
-    return_results(owned_potential, owned_acceleration, owned_cost, active, potential, acceleration, costs);
+    if (context_.size() > 1)
+      return_results(owned_potential, owned_acceleration, owned_cost, active, potential, acceleration, costs);
     if (weighted) accumulate_costs(costs, particles.num);
     if (relative()) update_estimate(active, acceleration, particles.num);
     phase("return");
@@ -391,6 +396,7 @@ class ForceSolver::Impl {
   // New positions, masses and active flags (and |a| estimates) into plan_.owned / carried_
   // along the plan; returns the owner-order flags. Collective.
   ScalarView<std::uint8_t> move_to_owners(Particles<MemorySpace> const& particles, ActiveFlags const& active) {
+    if (context_.size() == 1) return gather_on_one_rank(particles, active);
     std::size_t const imports = plan_.back.num_import();
     bool const with_estimate = relative();
     Kokkos::View<double* [6], Kokkos::LayoutLeft, MemorySpace> payload(
@@ -425,6 +431,48 @@ class ForceSolver::Impl {
         });
     space_.fence();
     return targets;
+  }
+
+  // move_to_owners on one rank, where the plan is a permutation: owner-order particle j is input
+  // particle (its tag) & (2^40 − 1).
+  ScalarView<std::uint8_t> gather_on_one_rank(Particles<MemorySpace> const& particles, ActiveFlags const& active) {
+    std::size_t const n = plan_.owned.num;
+    bool const with_estimate = relative();
+    ScalarView<std::uint8_t> targets(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::targets"), n);
+    if (with_estimate)
+      carried_ = ScalarView<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::carried_estimate"), n);
+    auto const tag = plan_.owned.id;
+    auto const pos = particles.pos;
+    auto const mass = particles.mass;
+    auto const estimate = estimate_;
+    auto owned_pos = plan_.owned.pos;
+    auto owned_mass = plan_.owned.mass;
+    auto carried = carried_;
+    Kokkos::parallel_for(
+        "kfmm::solver::gather_positions", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, n), KOKKOS_LAMBDA(std::size_t j) {
+          std::size_t const i = tag(j) & ((std::uint64_t(1) << 40) - 1);
+          for (int d = 0; d < 3; ++d) owned_pos(j, d) = pos(i, d);
+          owned_mass(j) = mass(i);
+          targets(j) = active(i) ? 1 : 0;
+          if (with_estimate) carried(j) = estimate(i);
+        });
+    return targets;
+  }
+
+  // One rank: the G-scaled results of the target particles into their input rows.
+  void scatter_results(ScalarView<std::uint8_t> const& targets, int n, ScalarView<double> const& potential,
+                       Vec3View<double> const& acceleration) {
+    auto const tag = plan_.owned.id;
+    auto const phi = phi_;
+    auto const grad = grad_;
+    double const G = config_.G;
+    Kokkos::parallel_for(
+        "kfmm::solver::scatter_results", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, n), KOKKOS_LAMBDA(int j) {
+          if (!targets(j)) return;
+          std::size_t const i = tag(j) & ((std::uint64_t(1) << 40) - 1);
+          potential(i) = -G * phi(j);
+          for (int k = 0; k < 3; ++k) acceleration(i, k) = G * grad(j, k);
+        });
   }
 
   // Flags node_idle on the local nodes without a target particle (`targets`, owner order).
