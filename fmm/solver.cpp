@@ -842,16 +842,7 @@ class ForceSolver::Impl {
       potential_ = ScalarView<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::potential"), capacity);
       acceleration_ = Vec3View<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::acceleration"), capacity);
     }
-    auto potential = potential_;
-    auto acceleration = acceleration_;
-    auto const phi = phi_;
-    auto const grad = grad_;
-    double const G = config_.G;
-    Kokkos::parallel_for(
-        "kfmm::solver::results", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, n), KOKKOS_LAMBDA(int i) {
-          potential(i) = -G * phi(i);
-          for (int k = 0; k < 3; ++k) acceleration(i, k) = G * grad(i, k);
-        });
+    scale_results(n, potential_, acceleration_);
     fill_padding(potential_, acceleration_, n);
   }
 
