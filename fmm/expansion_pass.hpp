@@ -45,6 +45,9 @@ class ExpansionPass {
   /// into out(node, n), n = 0 … order, in units of the node's scale^n; `out` must hold them.
   virtual void multipole_powers(ExecutionSpace const& space, int first, int count,
                                 Kokkos::View<double**, MemorySpace> const& out) const = 0;
+  /// The same for the listed nodes `nodes(0 … count − 1)` only.
+  virtual void multipole_powers_of(ExecutionSpace const& space, ScalarView<int> const& nodes, int count,
+                                   Kokkos::View<double**, MemorySpace> const& out) const = 0;
 
   /// Clears the local expansions and applies M2L over the lists.
   virtual void translate(ExecutionSpace const& space, NodeGeometry const& geometry, PairLists const& m2l) = 0;

@@ -167,6 +167,18 @@ class ExpansionPassImpl final : public ExpansionPass {
         });
   }
 
+  void multipole_powers_of(ExecutionSpace const& space, ScalarView<int> const& nodes, int count,
+                           Kokkos::View<double**, MemorySpace> const& out) const override {
+    auto const M = multipole_;
+    Kokkos::parallel_for(
+        "kfmm::fmm::multipole_powers_of", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count), KOKKOS_LAMBDA(int i) {
+          int const node = nodes(i);
+          double H[P + 1];
+          harmonic_power<P, Real>(&M(node, 0), H);
+          for (int n = 0; n <= P; ++n) out(node, n) = H[n];
+        });
+  }
+
   void translate(ExecutionSpace const& space, NodeGeometry const& geometry, PairLists const& m2l) override {
     Kokkos::deep_copy(space, local_, Real(0));
     if (use_teams())

@@ -120,19 +120,36 @@ class ForceSolver::Impl {
       local_stages();
 
     int root = n > 0 ? 0 : -1;
+    // With targets, the relative criterion's multipole powers (a cost per node like the upward
+    // pass's) are computed only for the sources the walk is about to test, level by level.
+    bool const lazy_powers = relative() && targets.extent(0) > 0;
     DualTreeWalk::ImportChildren import;
     if (context_.size() > 1) {
       root = distributed_.assemble_top_tree(space_, context_, config_.centre, cube, tree_, geometry_, *pass_);
-      import = [this](ScalarView<int> const& sources, int count, std::string const& error) {
+      import = [this, lazy_powers](ScalarView<int> const& sources, int count, std::string const& error) {
         int const before = tree_.num_nodes;
         bool const more =
             distributed_.import_children(space_, context_, sources, count, tree_, geometry_, *pass_, error);
-        if (relative()) update_multipole_powers(before);
+        if (lazy_powers)
+          ensure_multipole_powers(sources, count);
+        else if (relative())
+          update_multipole_powers(before);
         return more;
       };
       phase("exchange");
+    } else if (lazy_powers) {
+      import = [this](ScalarView<int> const& sources, int count, std::string const& error) {
+        if (!error.empty()) fail("{}", error);
+        ensure_multipole_powers(sources, count);
+        return count > 0;
+      };
     }
-    if (relative()) update_multipole_powers(0);
+    if (lazy_powers) {
+      reserve_multipole_powers();
+      power_ready_ = ScalarView<int>("kfmm::solver::power_ready", tree_.num_nodes);
+    } else if (relative()) {
+      update_multipole_powers(0);
+    }
     if (static_cast<int>(phi_.extent(0)) < n) {
       Kokkos::resize(phi_, n);
       Kokkos::resize(grad_, n);
@@ -578,6 +595,12 @@ class ForceSolver::Impl {
   // The multipole powers of the nodes from `first` on (their multipoles are set), keeping those
   // before it.
   void update_multipole_powers(int first) {
+    reserve_multipole_powers();
+    pass_->multipole_powers(space_, first, tree_.num_nodes - first, geometry_.multipole_power);
+  }
+
+  // Room for the multipole powers of every node of the tree.
+  void reserve_multipole_powers() {
     std::size_t const nodes = tree_.num_nodes;
     std::size_t const degrees = config_.order + 1;
     auto& power = geometry_.multipole_power;
@@ -586,7 +609,41 @@ class ForceSolver::Impl {
       if (power.extent(1) != degrees) power = Kokkos::View<double**, MemorySpace>("kfmm::solver::multipole_power", 0, degrees);
       Kokkos::resize(power, nodes > grown ? nodes : grown, degrees);
     }
-    pass_->multipole_powers(space_, first, tree_.num_nodes - first, power);
+  }
+
+  // The multipole powers of `sources(0 … count − 1)` and their children that power_ready_ does
+  // not mark yet (the walk tests these next), then marks them.
+  void ensure_multipole_powers(ScalarView<int> const& sources, int count) {
+    int const nodes = tree_.num_nodes;
+    reserve_multipole_powers();
+    grow_preserving(power_ready_, std::size_t(nodes));  // new (imported) nodes: 0, not ready
+    auto ready = power_ready_;
+    auto const cbegin = tree_.child_begin;
+    auto const cend = tree_.child_end;
+    auto const cindex = tree_.child_index;
+    auto const flags = geometry_.flags;
+    Kokkos::parallel_for(
+        "kfmm::solver::powers_wanted", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, count), KOKKOS_LAMBDA(int e) {
+          int const s = sources(e);
+          if (ready(s) == 0) ready(s) = 2;  // racing writers store the same value
+          if (flags(s) & node_leaf) return;
+          for (int c = cbegin(s); c < cend(s); ++c)
+            if (ready(cindex(c)) == 0) ready(cindex(c)) = 2;
+        });
+    ScalarView<int> list(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::powers_list"), nodes);
+    int wanted = 0;
+    Kokkos::parallel_scan(
+        "kfmm::solver::powers_list", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, nodes),
+        KOKKOS_LAMBDA(int node, int& at, bool final) {
+          if (ready(node) != 2) return;
+          if (final) {
+            list(at) = node;
+            ready(node) = 1;
+          }
+          ++at;
+        },
+        wanted);
+    pass_->multipole_powers_of(space_, list, wanted, geometry_.multipole_power);
   }
 
   // Whether every rank holds an acceleration estimate for exactly these particles (same ids in
@@ -910,6 +967,7 @@ class ForceSolver::Impl {
   NodeGeometry geometry_;
   DualTreeWalk walk_;
   ScalarView<double> allowed_{"kfmm::solver::allowed_m2l_error", 0};  ///< relative criterion, per node
+  ScalarView<int> power_ready_{"kfmm::solver::power_ready", 0};  ///< lazy multipole powers: 1 computed
   // Relative criterion: |a| of the last call per particle, with the particles' ids, aligned
   // with them as that call left them; carried_ is |a| aligned with the particles inside a call.
   ScalarView<double> estimate_{"kfmm::solver::acceleration_estimate", 0};
