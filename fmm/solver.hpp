@@ -34,7 +34,9 @@ class ForceSolver {
   void compute(Particles<MemorySpace>& particles);
 
   /// \brief Same forces, but `particles` stays as it is on this rank: results come back in
-  /// this rank's input order (jz-fmm's "loc"). Collective.
+  /// this rank's input order (jz-fmm's "loc"). Keeps the plan compute_active() reuses (the
+  /// owner-order copy of the particles, the exchange plan back to the input order, the local
+  /// tree's topology) until the next compute() or compute_in_input_order(). Collective.
   void compute_in_input_order(Particles<MemorySpace> const& particles, ScalarView<double>& potential,
                               Vec3View<double>& acceleration);
 
