@@ -254,7 +254,7 @@ void add_bench_command(CLI::App& app, Environment& environment) {
       ->capture_default_str();
   command->add_flag("--json", options->json, "one JSON line instead of the table");
   command->add_option("--active-fraction", options->active.fraction,
-                      "time ForceSolver::compute_active with this fraction of the particles active (0 < F ≤ 1) "
+                      "time ForceSolver::compute_active with this fraction of the particles active (0 < F ≤ 1; 0: the usual bench) "
                       "against a full evaluation, interleaved, each after a drift of every particle")
       ->check(CLI::Range(0.0, 1.0));
   command->add_option("--active-pick", options->active.pick,

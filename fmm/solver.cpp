@@ -234,8 +234,8 @@ class ForceSolver::Impl {
     keep_plan(particles, work);
     ScalarView<double> costs;
     if (weighted) costs = ScalarView<double>("kfmm::solver::costs", particles.num);
-    return_results(potential_, acceleration_, weighted ? cost_weights() : ScalarView<double>(), ActiveFlags(),
-                   potential, acceleration, costs);
+    return_results(potential_, acceleration_, weighted ? cost_weights() : ScalarView<double>(), potential, acceleration,
+                   costs);
     fill_padding(potential, acceleration, particles.num);
     if (weighted) use_cost_weights(costs, particles.num);
     if (relative()) remember_estimate(particles.id, acceleration, particles.num);
@@ -338,10 +338,9 @@ class ForceSolver::Impl {
   }
 
   // Owner-order values (G-scaled results `potential`/`acceleration`, and `cost` when not empty)
-  // back to the input rows of this rank (only the rows flagged in `active`, when not empty),
-  // along the kept plan. Collective.
+  // back to their input rows along the kept plan. Collective.
   void return_results(ScalarView<double> const& potential, Vec3View<double> const& acceleration,
-                      ScalarView<double> const& cost, ActiveFlags const& active, ScalarView<double> const& potential_out,
+                      ScalarView<double> const& cost, ScalarView<double> const& potential_out,
                       Vec3View<double> const& acceleration_out, ScalarView<double> const& cost_out) {
     std::size_t const owned = plan_.owned.num;
     bool const with_cost = cost.extent(0) >= owned && cost_out.extent(0) > 0;
@@ -356,15 +355,47 @@ class ForceSolver::Impl {
         });
     auto const back = plan_.back.exchange(payload);
     auto const index = plan_.input_index;
-    bool const all = active.extent(0) == 0;
     Kokkos::parallel_for(
         "kfmm::solver::unpack_results", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, plan_.back.num_import()),
         KOKKOS_LAMBDA(std::size_t k) {
           std::size_t const i = index(k);
-          if (!all && !active(i)) return;
           potential_out(i) = back(k, 0);
           for (int d = 0; d < 3; ++d) acceleration_out(i, d) = back(k, 1 + d);
           if (with_cost) cost_out(i) = back(k, 4);
+        });
+    space_.fence();
+  }
+
+  // return_results for the owner-order `targets` only, along a plan of their rows (building it
+  // costs less than sending every row back along the kept plan). Collective.
+  void return_active_results(ScalarView<std::uint8_t> const& targets, ScalarView<double> const& potential,
+                             Vec3View<double> const& acceleration, ScalarView<double> const& cost,
+                             ScalarView<double> const& potential_out, Vec3View<double> const& acceleration_out,
+                             ScalarView<double> const& cost_out) {
+    std::size_t const owned = plan_.owned.num;
+    bool const with_cost = cost.extent(0) >= owned && cost_out.extent(0) > 0;
+    ScalarView<int> destinations(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::active_ranks"), owned);
+    Kokkos::View<double* [6], Kokkos::LayoutLeft, MemorySpace> payload(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::active_payload"), owned);
+    auto const tag = plan_.owned.id;
+    Kokkos::parallel_for(
+        "kfmm::solver::pack_active_results", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, owned),
+        KOKKOS_LAMBDA(std::size_t j) {
+          destinations(j) = targets(j) ? static_cast<int>(tag(j) >> 40) : -1;
+          payload(j, 0) = double(tag(j) & ((std::uint64_t(1) << 40) - 1));
+          payload(j, 1) = potential(j);
+          for (int k = 0; k < 3; ++k) payload(j, 2 + k) = acceleration(j, k);
+          payload(j, 5) = with_cost ? cost(j) : 0.0;
+        });
+    ExchangePlan<MemorySpace> plan(context_, destinations, owned);
+    auto const back = plan.exchange(payload);
+    Kokkos::parallel_for(
+        "kfmm::solver::unpack_active_results", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, plan.num_import()),
+        KOKKOS_LAMBDA(std::size_t k) {
+          std::size_t const i = static_cast<std::size_t>(back(k, 0));
+          potential_out(i) = back(k, 1);
+          for (int d = 0; d < 3; ++d) acceleration_out(i, d) = back(k, 2 + d);
+          if (with_cost) cost_out(i) = back(k, 5);
         });
     space_.fence();
   }
@@ -403,7 +434,7 @@ class ForceSolver::Impl {
     ScalarView<double> costs;
     if (weighted) costs = ScalarView<double>("kfmm::solver::active_costs", particles.num);
     if (context_.size() > 1)
-      return_results(owned_potential, owned_acceleration, owned_cost, active, potential, acceleration, costs);
+      return_active_results(targets, owned_potential, owned_acceleration, owned_cost, potential, acceleration, costs);
     if (weighted) accumulate_costs(costs, particles.num);
     if (relative()) update_estimate(active, acceleration, particles.num);
     phase("return");
