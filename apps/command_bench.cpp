@@ -1,6 +1,7 @@
 // `kfmm bench`: times the force solver on generated or file particles (under mpirun too) and
 // measures its accuracy against direct summation on a sample of targets, and the peak memory of
 // the Kokkos allocations per particle (what sizes a run on a GPU).
+#include "bench_active.hpp"
 #include "commands.hpp"
 #include "fmm_options.hpp"
 #include "input_options.hpp"
@@ -33,6 +34,7 @@ struct BenchOptions {
   int repeat = 3;
   std::uint64_t samples = 1000;
   bool json = false;
+  ActiveBenchOptions active;  ///< active.fraction > 0: time compute_active instead
 };
 
 // Per-phase seconds of the slowest rank, averaged over the timed repeats.
@@ -109,6 +111,13 @@ void bench(Environment const& environment, BenchOptions const& options, FMMConfi
   auto particles = to_device(host);
   host = Particles<HostSpace>();  // not needed any more; a GPU run keeps no host copy either
   memory.reset_peak();            // the peak from here on includes the particles and the solver
+  if (options.active.fraction > 0) {
+    ActiveBenchOptions active = options.active;
+    active.repeat = options.repeat;
+    active.json = options.json;
+    bench_active_forces(environment, particles, config, active, source);
+    return;
+  }
   ForceSolver solver(context, config);
   solver.collect_statistics(true);
   solver.compute(particles);  // warm-up: first decomposition, allocations
@@ -244,6 +253,14 @@ void add_bench_command(CLI::App& app, Environment& environment) {
   command->add_option("--samples", options->samples, "targets checked against direct summation (0: none)")
       ->capture_default_str();
   command->add_flag("--json", options->json, "one JSON line instead of the table");
+  command->add_option("--active-fraction", options->active.fraction,
+                      "time ForceSolver::compute_active with this fraction of the particles active (0 < F ≤ 1; 0: the usual bench) "
+                      "against a full evaluation, interleaved, each after a drift of every particle")
+      ->check(CLI::Range(0.0, 1.0));
+  command->add_option("--active-pick", options->active.pick,
+                      "which particles are active: the largest |a| (the shortest time steps) or a random set")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"acceleration", "random"}));
   add_fmm_options(command, fmm);
   command->callback([options, fmm, &environment] {
     FMMConfig config;

@@ -999,36 +999,6 @@ PassParticles DistributedTree::import_leaf_particles(ExecutionSpace const& space
   return PassParticles{source_pos_, source_mass_, n + static_cast<int>(received), n};
 }
 
-void DistributedTree::return_results(ExecutionSpace const& space, Context const& context,
-                                     Particles<MemorySpace> const& work, ScalarView<double> const& potential,
-                                     Vec3View<double> const& acceleration, ScalarView<double> const& cost,
-                                     ScalarView<double> const& potential_out, Vec3View<double> const& acceleration_out,
-                                     ScalarView<double> const& cost_out) {
-  std::size_t const n = work.num;
-  bool const with_cost = cost.extent(0) >= n && cost_out.extent(0) > 0;
-  ScalarView<int> destinations("kfmm::distributed::return_ranks", n);
-  Kokkos::View<double* [6], Kokkos::LayoutLeft, MemorySpace> payload("kfmm::distributed::return_payload", n);
-  auto const id = work.id;
-  Kokkos::parallel_for(
-      "kfmm::distributed::pack_results", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n), KOKKOS_LAMBDA(std::size_t i) {
-        destinations(i) = static_cast<int>(id(i) >> 40);
-        payload(i, 0) = double(id(i) & ((std::uint64_t(1) << 40) - 1));
-        payload(i, 1) = potential(i);
-        for (int k = 0; k < 3; ++k) payload(i, 2 + k) = acceleration(i, k);
-        payload(i, 5) = with_cost ? cost(i) : 0.0;
-      });
-  ExchangePlan<MemorySpace> plan(context, destinations, n);
-  auto const back = plan.exchange(payload);
-  Kokkos::parallel_for(
-      "kfmm::distributed::unpack_results", Kokkos::RangePolicy<ExecutionSpace>(space, 0, plan.num_import()),
-      KOKKOS_LAMBDA(std::size_t i) {
-        std::size_t const index = static_cast<std::size_t>(back(i, 0));
-        potential_out(index) = back(i, 1);
-        for (int k = 0; k < 3; ++k) acceleration_out(index, k) = back(i, 2 + k);
-        if (with_cost) cost_out(index) = back(i, 5);
-      });
-}
-
 std::uint64_t DistributedTree::owned_nodes(Tree<> const& tree, NodeGeometry const& geometry, int rank) const {
   if (!indexed_) return static_cast<std::uint64_t>(tree.num_nodes);  // one rank
   auto const flags = geometry.flags;

@@ -2,7 +2,7 @@
 /// \file
 /// \brief The parts of the force calculation that span ranks: domain decomposition aligned to
 /// the global tree, the replicated top tree, pulling remote nodes per walk level, importing
-/// remote leaf particles, and sending results back to their input order.
+/// remote leaf particles.
 ///
 /// The global tree does not depend on the number of ranks: it is the tree one rank would build.
 /// Rank boundaries are moved so that every cell they cut has more than leaf_size particles
@@ -80,13 +80,6 @@ class DistributedTree {
   /// (local ones first). Collective.
   PassParticles import_leaf_particles(ExecutionSpace const& space, Context const& context, PairLists const& p2p,
                                       Tree<>& tree, Particles<MemorySpace> const& particles);
-  /// Sends owner-order results back to input order: `work.id` holds (input rank << 40 | input
-  /// index). `cost` and `cost_out` (per-particle cost weights) may be empty.
-  void return_results(ExecutionSpace const& space, Context const& context, Particles<MemorySpace> const& work,
-                      ScalarView<double> const& potential, Vec3View<double> const& acceleration,
-                      ScalarView<double> const& cost, ScalarView<double> const& potential_out,
-                      Vec3View<double> const& acceleration_out, ScalarView<double> const& cost_out);
-
   /// Per-particle cost of the last evaluation (owner order), used as weights by decompose().
   void set_costs(ScalarView<double> const& costs, std::size_t n) {
     costs_ = costs;

@@ -65,7 +65,7 @@ struct WalkView {
   KOKKOS_INLINE_FUNCTION Target target(int a) const {
     int const f = flags(a);
     return {a, f, centre(a, 0), centre(a, 1), centre(a, 2), radius(a),
-            relative && !(f & node_remote) ? allowed(a) : 0.0};
+            relative && !(f & (node_remote | node_idle)) ? allowed(a) : 0.0};
   }
   // The relative criterion's estimate of the M2L error per unit G (OpeningTest) times d², every
   // length divided by d: the largest of the terms C(p+1, n) T_n (r_a/d)^(p+1−n) / d^n.
@@ -137,7 +137,7 @@ struct WalkView {
     return a;
   }
   KOKKOS_INLINE_FUNCTION PairKind classify(Target const& a, int b) const {
-    if (a.flags & node_remote) return pair_none;
+    if (a.flags & (node_remote | node_idle)) return pair_none;
     int const fb = flags(b);
     if (a.node != b) {
       double const dx = a.x - centre(b, 0), dy = a.y - centre(b, 1), dz = a.z - centre(b, 2);

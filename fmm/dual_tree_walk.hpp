@@ -57,7 +57,8 @@ struct OpeningTest {
 
 /// \brief The dual-tree walk. Starts from (root, root); a pair (a, b) is accepted for M2L when
 /// the OpeningTest says so, goes to P2P when both are leaves, and is opened otherwise into
-/// children(a) × children(b) (a leaf stands for itself). Counting, scanning
+/// children(a) × children(b) (a leaf stands for itself). Pairs whose target is remote or
+/// idle (node_idle: no particle whose force is wanted) are dropped. Counting, scanning
 /// and filling keep a fixed order, so the lists do not depend on the number of threads.
 /// Keeps its scratch Views between calls.
 class DualTreeWalk {

@@ -45,10 +45,14 @@ class ExpansionPass {
   /// into out(node, n), n = 0 … order, in units of the node's scale^n; `out` must hold them.
   virtual void multipole_powers(ExecutionSpace const& space, int first, int count,
                                 Kokkos::View<double**, MemorySpace> const& out) const = 0;
+  /// The same for the listed nodes `nodes(0 … count − 1)` only.
+  virtual void multipole_powers_of(ExecutionSpace const& space, ScalarView<int> const& nodes, int count,
+                                   Kokkos::View<double**, MemorySpace> const& out) const = 0;
 
   /// Clears the local expansions and applies M2L over the lists.
   virtual void translate(ExecutionSpace const& space, NodeGeometry const& geometry, PairLists const& m2l) = 0;
   /// L2L down the local tree, then L2P into phi / grad of the target particles (overwritten).
+  /// Nodes flagged node_idle get no L2L and no L2P (their particles' rows keep what they held).
   virtual void evaluate_locals(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
                                PassParticles const& particles, ScalarView<double> const& phi,
                                Vec3View<double> const& grad) = 0;

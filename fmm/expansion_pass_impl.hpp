@@ -167,6 +167,18 @@ class ExpansionPassImpl final : public ExpansionPass {
         });
   }
 
+  void multipole_powers_of(ExecutionSpace const& space, ScalarView<int> const& nodes, int count,
+                           Kokkos::View<double**, MemorySpace> const& out) const override {
+    auto const M = multipole_;
+    Kokkos::parallel_for(
+        "kfmm::fmm::multipole_powers_of", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count), KOKKOS_LAMBDA(int i) {
+          int const node = nodes(i);
+          double H[P + 1];
+          harmonic_power<P, Real>(&M(node, 0), H);
+          for (int n = 0; n <= P; ++n) out(node, n) = H[n];
+        });
+  }
+
   void translate(ExecutionSpace const& space, NodeGeometry const& geometry, PairLists const& m2l) override {
     Kokkos::deep_copy(space, local_, Real(0));
     if (use_teams())
@@ -276,7 +288,7 @@ class ExpansionPassImpl final : public ExpansionPass {
               l2l_lanes<P, Real, W>(&L(node, 0), Real(scale(node)), dx, dy, dz, s_child, lanes);
               for (int l = 0; l < count; ++l) {
                 int const child = cindex(first + l);
-                if (flags(child) & node_remote) continue;
+                if (flags(child) & (node_remote | node_idle)) continue;
                 for (int n = 0; n < N; ++n) L(child, n) += lanes[n * W + l];
               }
             }
@@ -299,7 +311,7 @@ class ExpansionPassImpl final : public ExpansionPass {
     Kokkos::parallel_for(
         "kfmm::fmm::l2p", Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, tree.num_nodes),
         KOKKOS_LAMBDA(int node) {
-          if (cbegin(node) != cend(node) || (flags(node) & node_remote)) return;
+          if (cbegin(node) != cend(node) || (flags(node) & (node_remote | node_idle))) return;
           double const s = scale(node);
           double const inv = 1.0 / s;
           // W particles at a time, one per lane.

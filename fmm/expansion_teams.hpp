@@ -411,7 +411,7 @@ struct L2LTeams {
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, count * N), [&](int q) {
         int const c = q / N, k = q % N;
         int const child = cindex(chunk + c);
-        if (flags(child) & node_remote) return;
+        if (flags(child) & (node_remote | node_idle)) return;
         int ka = 0, kb = 0, kc = 0;
         exponents_of(k, ka, kb, kc);
         int const dk = ka + kb + kc;
@@ -457,7 +457,7 @@ struct L2PTeams {
 
   KOKKOS_INLINE_FUNCTION void operator()(TeamMember const& team) const {
     int const node = team.league_rank();
-    if (cbegin(node) != cend(node) || (flags(node) & node_remote)) return;
+    if (cbegin(node) != cend(node) || (flags(node) & (node_remote | node_idle))) return;
     TeamScratch<Real> local(team.team_scratch(0), N);
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, N), [&](int k) { local(k) = L(node, k); });
     team.team_barrier();

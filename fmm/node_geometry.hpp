@@ -16,6 +16,9 @@ enum NodeFlag : int {
   node_unopened = 4,  ///< remote node whose children have not been imported yet
   node_shared = 8,    ///< cell cut by a rank boundary: replicated, its M2L done on every rank
   node_counted = 16,  ///< shared cell whose interactions this rank counts in the statistics
+  /// Local node without a particle whose force is wanted (ForceSolver::compute_active): never a
+  /// walk target, no L2L into it, no L2P at it. Set after compute_node_geometry, which clears it.
+  node_idle = 32,
 };
 
 /// \brief Geometry of every node of a Tree (same indexing), computed bottom-up.

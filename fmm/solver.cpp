@@ -1,3 +1,4 @@
+#include <kfmm/comm/exchange_plan.hpp>
 #include <kfmm/core/fault_injection.hpp>
 #include <kfmm/core/hilbert.hpp>
 #include <kfmm/core/sort.hpp>
@@ -25,26 +26,41 @@ class ForceSolver::Impl {
   }
 
   void compute(Particles<MemorySpace>& particles) {
+    plan_.valid = false;  // the particles move: no input order to return to
     bool const known = estimate_applies(particles);
     if (known) carry_estimate(estimate_, particles.num);
     compute_forces(particles, known);
     if (relative()) remember_estimate(particles.id, acceleration_, particles.num);
   }
 
+  void start_call() {
+    stats_ = ForceStats{};
+    total_timer_.reset();
+    phase_timer_.reset();
+  }
+
+  void phase(char const* name) {
+    space_.fence();
+    stats_.phases.emplace_back(name, phase_timer_.seconds());
+    phase_timer_.reset();
+  }
+
+  void finish_call(Particles<MemorySpace> const& particles, int n) {
+    if (statistics_)
+      collect_counts(particles, n);
+    else
+      distributed_.fill_local_stats(stats_);
+    stats_.total_seconds = total_timer_.seconds();
+  }
+
   // compute() without the acceleration estimate's bookkeeping. `known`: carried_ holds |a| of
   // an earlier evaluation for each of `particles` (collectively agreed).
   void compute_forces(Particles<MemorySpace>& particles, bool known) {
-    stats_ = ForceStats{};
-    Kokkos::Timer total;
-    Kokkos::Timer timer;
-    auto phase = [&](char const* name) {
-      space_.fence();
-      stats_.phases.emplace_back(name, timer.seconds());
-      timer.reset();
-    };
+    start_call();
     agree_on_error(context_, check_input(particles));
 
     BoundingCube const cube = global_cube(particles);
+    last_cube_ = cube;
     if (context_.size() > 1) {
       distributed_.decompose(space_, context_, cube, config_.leaf_size, particles, keys_, known ? &carried_ : nullptr,
                              config_.domain_tolerance);
@@ -61,18 +77,37 @@ class ForceSolver::Impl {
                           context_.rank(), particles.num, max_rank_particles)
             : std::string();
     int const n = too_many.empty() ? static_cast<int>(particles.num) : 0;
-    PassParticles pass_particles{particles.pos, particles.mass, n, n};
-    // The local stages from the sort to this rank's packed top-tree roots can fail on one rank
-    // (a full device, a tree beyond the int limits): agreed in one step before the next collective.
-    auto const local_stages = [&] {
+    auto const build = [&] {
       if (!too_many.empty()) fail("{}", too_many);
       fault_injection::point("force.sort");
       sort_locally(particles, cube, n, known);
       phase("sort");
       fault_injection::point("force.tree");
       build_tree(space_, keys_, n, config_.leaf_size, distributed_.forced_split(), tree_);
+      save_local_tree();
+    };
+    evaluate_tree(particles, n, cube, known, build, {}, [&] {
+      write_results(particles, n);
+      if (context_.size() > 1) measure_costs(n);
+    });
+    finish_call(particles, n);
+  }
+
+  // The stages from the local tree on: `prepare` gives tree_ the local topology of the n
+  // owner-order `particles`; node geometry, upward pass, top tree, walk, M2L, L2L + L2P and P2P
+  // into phi_ and grad_ follow, then `finish`. `targets` (owner order, may be empty: all): only
+  // the particles flagged there need their forces (the other local nodes become node_idle).
+  template <class Prepare, class Finish>
+  void evaluate_tree(Particles<MemorySpace> const& particles, int n, BoundingCube const& cube, bool known,
+                     Prepare const& prepare, ScalarView<std::uint8_t> const& targets, Finish const& finish) {
+    PassParticles pass_particles{particles.pos, particles.mass, n, n};
+    // The local stages from the sort to this rank's packed top-tree roots can fail on one rank
+    // (a full device, a tree beyond the int limits): agreed in one step before the next collective.
+    auto const local_stages = [&] {
+      prepare();
       geometry_.power_exponent = relative() ? config_.order + 1 : 0;
       compute_node_geometry(space_, tree_, particles.pos, particles.mass, config_.centre, cube, geometry_);
+      if (targets.extent(0) > 0) mark_idle_nodes(targets, n);
       phase("tree");
       fault_injection::point("force.upward");
       pass_->upward(space_, tree_, geometry_, pass_particles);
@@ -85,45 +120,62 @@ class ForceSolver::Impl {
       local_stages();
 
     int root = n > 0 ? 0 : -1;
+    // With targets, the relative criterion's multipole powers (a cost per node like the upward
+    // pass's) are computed only for the sources the walk is about to test, level by level.
+    bool const lazy_powers = relative() && targets.extent(0) > 0;
     DualTreeWalk::ImportChildren import;
     if (context_.size() > 1) {
       root = distributed_.assemble_top_tree(space_, context_, config_.centre, cube, tree_, geometry_, *pass_);
-      import = [this](ScalarView<int> const& sources, int count, std::string const& error) {
+      import = [this, lazy_powers](ScalarView<int> const& sources, int count, std::string const& error) {
         int const before = tree_.num_nodes;
         bool const more =
             distributed_.import_children(space_, context_, sources, count, tree_, geometry_, *pass_, error);
-        if (relative()) update_multipole_powers(before);
+        if (lazy_powers)
+          ensure_multipole_powers(sources, count);
+        else if (relative())
+          update_multipole_powers(before);
         return more;
       };
       phase("exchange");
+    } else if (lazy_powers) {
+      import = [this](ScalarView<int> const& sources, int count, std::string const& error) {
+        if (!error.empty()) fail("{}", error);
+        ensure_multipole_powers(sources, count);
+        return count > 0;
+      };
     }
-    if (relative()) update_multipole_powers(0);
+    if (lazy_powers) {
+      reserve_multipole_powers();
+      power_ready_ = ScalarView<int>("kfmm::solver::power_ready", tree_.num_nodes);
+    } else if (relative()) {
+      update_multipole_powers(0);
+    }
     if (static_cast<int>(phi_.extent(0)) < n) {
       Kokkos::resize(phi_, n);
       Kokkos::resize(grad_, n);
     }
-    // Walk, M2L, L2L + L2P and P2P into phi_ and grad_ (every local particle's values are
+    // Walk, M2L, L2L + L2P and P2P into phi_ and grad_ (every target particle's values are
     // overwritten by L2P, then P2P adds), then `finish`. The local stages after the last import
     // are agreed in one step on several ranks: the caller's next collective may be anywhere.
-    auto evaluate = [&](OpeningTest const& test, bool timed, auto const& finish) {
+    PassParticles sources = pass_particles;
+    auto evaluate = [&](OpeningTest const& test, bool timed, auto const& then) {
       auto step = [&](char const* name) {
         if (timed) phase(name);
       };
       walk_.run(space_, tree_, geometry_, test, root, m2l_, p2p_, import);
-      if (context_.size() > 1)
-        pass_particles = distributed_.import_leaf_particles(space_, context_, p2p_, tree_, particles);
+      if (context_.size() > 1) sources = distributed_.import_leaf_particles(space_, context_, p2p_, tree_, particles);
       step("walk");
       auto const local = [&] {
         fault_injection::point("force.m2l");
         pass_->translate(space_, geometry_, m2l_);
         step("m2l");
         fault_injection::point("force.downward");
-        pass_->evaluate_locals(space_, tree_, geometry_, pass_particles, phi_, grad_);
+        pass_->evaluate_locals(space_, tree_, geometry_, sources, phi_, grad_);
         step("downward");
         fault_injection::point("force.p2p");
-        pass_->add_near_field(space_, tree_, geometry_, p2p_, pass_particles, phi_, grad_);
+        pass_->add_near_field(space_, tree_, geometry_, p2p_, sources, phi_, grad_);
         step("p2p");
-        finish();
+        then();
       };
       if (context_.size() > 1)
         collectively(context_, local);
@@ -152,31 +204,24 @@ class ForceSolver::Impl {
     }
     evaluate(test, true, [&] {
       fault_injection::point("force.output");
-      write_results(particles, n);
-      if (context_.size() > 1) measure_costs(n);
+      finish();
       phase("output");
     });
-    if (statistics_)
-      collect_counts(particles, n);
-    else
-      distributed_.fill_local_stats(stats_);
-    stats_.total_seconds = total.seconds();
   }
 
   void compute_in_input_order(Particles<MemorySpace> const& particles, ScalarView<double>& potential,
                               Vec3View<double>& acceleration) {
+    if (particles.num >= (std::size_t(1) << 40))
+      fail("compute_in_input_order supports up to 2^40 particles per rank, rank {} has {}", context_.rank(), particles.num);
     // Tag every particle with its input index, compute in owner order, send results back.
+    plan_.valid = false;
     Particles<MemorySpace> work(particles.num);
     work.assign(particles);
-    auto const original_ids = Kokkos::View<std::uint64_t*, MemorySpace>("kfmm::solver::original_ids", particles.num);
-    Kokkos::deep_copy(space_, original_ids, Kokkos::subview(particles.id, Kokkos::make_pair(std::size_t(0), particles.num)));
     std::uint64_t const rank_bits = std::uint64_t(context_.rank()) << 40;
     auto work_id = work.id;
     Kokkos::parallel_for(
         "kfmm::solver::tag_input", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, particles.num),
         KOKKOS_LAMBDA(std::size_t i) { work_id(i) = rank_bits | std::uint64_t(i); });
-    if (particles.num >= (std::size_t(1) << 40))
-      fail("compute_in_input_order supports up to 2^40 particles per rank, rank {} has {}", context_.rank(), particles.num);
     // The estimate belongs to the caller's particles (ids, input order), as work is.
     bool const known = estimate_applies(particles);
     if (known) carry_estimate(estimate_, particles.num);
@@ -186,20 +231,407 @@ class ForceSolver::Impl {
     // The cost weights (measured on several ranks) go back too: the next call gets the particles
     // in this input order. Every rank takes part, also one that owned none of them.
     bool const weighted = context_.size() > 1;
+    keep_plan(particles, work);
     ScalarView<double> costs;
     if (weighted) costs = ScalarView<double>("kfmm::solver::costs", particles.num);
-    distributed_.return_results(space_, context_, work, potential_, acceleration_, cost_weights(), potential,
-                                acceleration, costs);
+    return_results(potential_, acceleration_, weighted ? cost_weights() : ScalarView<double>(), potential, acceleration,
+                   costs);
     fill_padding(potential, acceleration, particles.num);
     if (weighted) use_cost_weights(costs, particles.num);
     if (relative()) remember_estimate(particles.id, acceleration, particles.num);
   }
 
+  // ---- Active forces (compute_active) -------------------------------------------------------
+
+  void compute_active(Particles<MemorySpace> const& particles, ActiveFlags const& active,
+                      ScalarView<double> const& potential, Vec3View<double> const& acceleration) {
+    std::size_t const num = particles.num;
+    collectively(context_, [&] {
+      if (active.extent(0) < num || potential.extent(0) < num || acceleration.extent(0) < num)
+        fail("compute_active on rank {}: {} particles but {} active flags, {} potential and {} acceleration rows; "
+             "size every View to at least the particle count",
+             context_.rank(), num, active.extent(0), potential.extent(0), acceleration.extent(0));
+    });
+    // One Allreduce: ranks whose kept plan does not fit these particles, active and all particles.
+    std::uint64_t local[3] = {plan_fits(particles) ? 0u : 1u, count_active(active, num), num};
+    std::uint64_t global[3];
+    MPI_Allreduce(local, global, 3, MPI_UINT64_T, MPI_SUM, context_.comm());
+    if (global[1] == 0) {  // nothing to compute (the input is still checked, on every rank alike)
+      agree_on_error(context_, check_input(particles));
+      start_call();
+      return;
+    }
+    if (global[0] > 0 || global[1] == global[2]) {
+      // A full evaluation, which keeps the plan the next calls refit.
+      ScalarView<double> all_potential;
+      Vec3View<double> all_acceleration;
+      compute_in_input_order(particles, all_potential, all_acceleration);
+      copy_active_rows(active, num, all_potential, all_acceleration, potential, acceleration);
+      return;
+    }
+    refit_and_evaluate(particles, active, potential, acceleration);
+  }
+
+  // Whether the kept plan belongs to these particles (same ids in the same order) and, in the
+  // relative criterion, the estimate too. Local.
+  bool plan_fits(Particles<MemorySpace> const& particles) const {
+    if (!plan_.valid || plan_.count != particles.num || particles.num > particles.capacity()) return false;
+    if (relative() && !(have_estimate_ && estimate_count_ == particles.num &&
+                        count_mismatches(particles.id, estimate_ids_, particles.num) == 0))
+      return false;
+    return count_mismatches(particles.id, plan_.ids, particles.num) == 0;
+  }
+
+  std::size_t count_mismatches(ScalarView<std::uint64_t> const& ids, ScalarView<std::uint64_t> const& known_ids,
+                               std::size_t n) const {
+    std::size_t mismatches = 0;
+    Kokkos::parallel_reduce(
+        "kfmm::solver::match_ids", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, n),
+        KOKKOS_LAMBDA(std::size_t i, std::size_t & count) { count += ids(i) != known_ids(i) ? 1 : 0; }, mismatches);
+    return mismatches;
+  }
+
+  std::uint64_t count_active(ActiveFlags const& active, std::size_t n) const {
+    std::uint64_t count = 0;
+    Kokkos::parallel_reduce(
+        "kfmm::solver::count_active", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, n),
+        KOKKOS_LAMBDA(std::size_t i, std::uint64_t & sum) { sum += active(i) ? 1 : 0; }, count);
+    return count;
+  }
+
+  void copy_active_rows(ActiveFlags const& active, std::size_t n, ScalarView<double> const& from_potential,
+                        Vec3View<double> const& from_acceleration, ScalarView<double> const& to_potential,
+                        Vec3View<double> const& to_acceleration) {
+    Kokkos::parallel_for(
+        "kfmm::solver::copy_active_rows", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, n),
+        KOKKOS_LAMBDA(std::size_t i) {
+          if (!active(i)) return;
+          to_potential(i) = from_potential(i);
+          for (int d = 0; d < 3; ++d) to_acceleration(i, d) = from_acceleration(i, d);
+        });
+    space_.fence();
+  }
+
+  // Keeps what compute_active needs to evaluate the same particles again without a new
+  // decomposition: their ids, the owner-order particles `work` (ids: input rank << 40 | input
+  // index), the plan between the two orders and the cube of the keys. Collective.
+  void keep_plan(Particles<MemorySpace> const& particles, Particles<MemorySpace> const& work) {
+    std::size_t const owned = work.num;
+    ScalarView<int> destinations(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::plan_ranks"), owned);
+    ScalarView<std::uint64_t> index(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::plan_index"), owned);
+    auto const id = work.id;
+    Kokkos::parallel_for(
+        "kfmm::solver::plan_destinations", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, owned),
+        KOKKOS_LAMBDA(std::size_t i) {
+          destinations(i) = static_cast<int>(id(i) >> 40);
+          index(i) = id(i) & ((std::uint64_t(1) << 40) - 1);
+        });
+    plan_.back = ExchangePlan<MemorySpace>(context_, destinations, owned);
+    plan_.input_index = plan_.back.exchange(index);
+    plan_.ids = ScalarView<std::uint64_t>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::plan_ids"),
+                                          particles.num);
+    Kokkos::deep_copy(space_, plan_.ids, Kokkos::subview(particles.id, Kokkos::make_pair(std::size_t(0), particles.num)));
+    plan_.count = particles.num;
+    plan_.owned = work;
+    plan_.cube = last_cube_;
+    plan_.valid = true;
+  }
+
+  // Owner-order values (G-scaled results `potential`/`acceleration`, and `cost` when not empty)
+  // back to their input rows along the kept plan. Collective.
+  void return_results(ScalarView<double> const& potential, Vec3View<double> const& acceleration,
+                      ScalarView<double> const& cost, ScalarView<double> const& potential_out,
+                      Vec3View<double> const& acceleration_out, ScalarView<double> const& cost_out) {
+    std::size_t const owned = plan_.owned.num;
+    bool const with_cost = cost.extent(0) >= owned && cost_out.extent(0) > 0;
+    Kokkos::View<double* [5], Kokkos::LayoutLeft, MemorySpace> payload(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::return_payload"), owned);
+    Kokkos::parallel_for(
+        "kfmm::solver::pack_results", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, owned),
+        KOKKOS_LAMBDA(std::size_t i) {
+          payload(i, 0) = potential(i);
+          for (int k = 0; k < 3; ++k) payload(i, 1 + k) = acceleration(i, k);
+          payload(i, 4) = with_cost ? cost(i) : 0.0;
+        });
+    auto const back = plan_.back.exchange(payload);
+    auto const index = plan_.input_index;
+    Kokkos::parallel_for(
+        "kfmm::solver::unpack_results", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, plan_.back.num_import()),
+        KOKKOS_LAMBDA(std::size_t k) {
+          std::size_t const i = index(k);
+          potential_out(i) = back(k, 0);
+          for (int d = 0; d < 3; ++d) acceleration_out(i, d) = back(k, 1 + d);
+          if (with_cost) cost_out(i) = back(k, 4);
+        });
+    space_.fence();
+  }
+
+  // return_results for the owner-order `targets` only, along a plan of their rows (building it
+  // costs less than sending every row back along the kept plan). Collective.
+  void return_active_results(ScalarView<std::uint8_t> const& targets, ScalarView<double> const& potential,
+                             Vec3View<double> const& acceleration, ScalarView<double> const& cost,
+                             ScalarView<double> const& potential_out, Vec3View<double> const& acceleration_out,
+                             ScalarView<double> const& cost_out) {
+    std::size_t const owned = plan_.owned.num;
+    bool const with_cost = cost.extent(0) >= owned && cost_out.extent(0) > 0;
+    ScalarView<int> destinations(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::active_ranks"), owned);
+    Kokkos::View<double* [6], Kokkos::LayoutLeft, MemorySpace> payload(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::active_payload"), owned);
+    auto const tag = plan_.owned.id;
+    Kokkos::parallel_for(
+        "kfmm::solver::pack_active_results", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, owned),
+        KOKKOS_LAMBDA(std::size_t j) {
+          destinations(j) = targets(j) ? static_cast<int>(tag(j) >> 40) : -1;
+          payload(j, 0) = double(tag(j) & ((std::uint64_t(1) << 40) - 1));
+          payload(j, 1) = potential(j);
+          for (int k = 0; k < 3; ++k) payload(j, 2 + k) = acceleration(j, k);
+          payload(j, 5) = with_cost ? cost(j) : 0.0;
+        });
+    ExchangePlan<MemorySpace> plan(context_, destinations, owned);
+    auto const back = plan.exchange(payload);
+    Kokkos::parallel_for(
+        "kfmm::solver::unpack_active_results", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, plan.num_import()),
+        KOKKOS_LAMBDA(std::size_t k) {
+          std::size_t const i = static_cast<std::size_t>(back(k, 0));
+          potential_out(i) = back(k, 1);
+          for (int d = 0; d < 3; ++d) acceleration_out(i, d) = back(k, 2 + d);
+          if (with_cost) cost_out(i) = back(k, 5);
+        });
+    space_.fence();
+  }
+
+  // compute_active on the kept plan: the new positions (and masses, flags and |a| estimates)
+  // travel to the owner-order particles along the plan, the local tree keeps its topology and
+  // gets new geometry and multipoles (a refit: node radii are measured from the particles, so
+  // they enclose particles that left their cell), and only nodes with active particles are
+  // walk targets. Collective.
+  void refit_and_evaluate(Particles<MemorySpace> const& particles, ActiveFlags const& active,
+                          ScalarView<double> const& potential, Vec3View<double> const& acceleration) {
+    start_call();
+    agree_on_error(context_, check_input(particles));
+    int const n = static_cast<int>(plan_.owned.num);
+    ScalarView<std::uint8_t> targets = move_to_owners(particles, active);
+    phase("domain");
+    Particles<MemorySpace> const& owned = plan_.owned;
+    auto const restore = [&] {
+      fault_injection::point("force.tree");
+      restore_local_tree();
+    };
+    ScalarView<double> owned_potential, owned_cost;
+    Vec3View<double> owned_acceleration;
+    evaluate_tree(owned, n, plan_.cube, true, restore, targets, [&] {
+      if (context_.size() == 1) {  // the plan is a permutation: straight into the caller's rows
+        scatter_results(targets, n, potential, acceleration);
+        return;
+      }
+      owned_potential = ScalarView<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::active_potential"), n);
+      owned_acceleration =
+          Vec3View<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::active_acceleration"), n);
+      scale_results(n, owned_potential, owned_acceleration);
+      if (context_.size() > 1) owned_cost = measure_active_costs(targets, n);
+    });
+    bool const weighted = context_.size() > 1 && weights_count_ == particles.num;
+    ScalarView<double> costs;
+    if (weighted) costs = ScalarView<double>("kfmm::solver::active_costs", particles.num);
+    if (context_.size() > 1)
+      return_active_results(targets, owned_potential, owned_acceleration, owned_cost, potential, acceleration, costs);
+    if (weighted) accumulate_costs(costs, particles.num);
+    if (relative()) update_estimate(active, acceleration, particles.num);
+    phase("return");
+    finish_call(owned, n);
+  }
+
+  // New positions, masses and active flags (and |a| estimates) into plan_.owned / carried_
+  // along the plan; returns the owner-order flags. Collective.
+  ScalarView<std::uint8_t> move_to_owners(Particles<MemorySpace> const& particles, ActiveFlags const& active) {
+    if (context_.size() == 1) return gather_on_one_rank(particles, active);
+    std::size_t const imports = plan_.back.num_import();
+    bool const with_estimate = relative();
+    Kokkos::View<double* [6], Kokkos::LayoutLeft, MemorySpace> payload(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::refit_payload"), imports);
+    auto const index = plan_.input_index;
+    auto const pos = particles.pos;
+    auto const mass = particles.mass;
+    auto const estimate = estimate_;
+    Kokkos::parallel_for(
+        "kfmm::solver::pack_positions", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, imports),
+        KOKKOS_LAMBDA(std::size_t k) {
+          std::size_t const i = index(k);
+          for (int d = 0; d < 3; ++d) payload(k, d) = pos(i, d);
+          payload(k, 3) = mass(i);
+          payload(k, 4) = active(i) ? 1.0 : 0.0;
+          payload(k, 5) = with_estimate ? estimate(i) : 0.0;
+        });
+    auto const owned_rows = plan_.back.reverse(payload);
+    std::size_t const n = plan_.owned.num;
+    ScalarView<std::uint8_t> targets(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::targets"), n);
+    if (with_estimate)
+      carried_ = ScalarView<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::carried_estimate"), n);
+    auto owned_pos = plan_.owned.pos;
+    auto owned_mass = plan_.owned.mass;
+    auto carried = carried_;
+    Kokkos::parallel_for(
+        "kfmm::solver::unpack_positions", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, n), KOKKOS_LAMBDA(std::size_t j) {
+          for (int d = 0; d < 3; ++d) owned_pos(j, d) = owned_rows(j, d);
+          owned_mass(j) = owned_rows(j, 3);
+          targets(j) = owned_rows(j, 4) != 0.0 ? 1 : 0;
+          if (with_estimate) carried(j) = owned_rows(j, 5);
+        });
+    space_.fence();
+    return targets;
+  }
+
+  // move_to_owners on one rank, where the plan is a permutation: owner-order particle j is input
+  // particle (its tag) & (2^40 − 1).
+  ScalarView<std::uint8_t> gather_on_one_rank(Particles<MemorySpace> const& particles, ActiveFlags const& active) {
+    std::size_t const n = plan_.owned.num;
+    bool const with_estimate = relative();
+    ScalarView<std::uint8_t> targets(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::targets"), n);
+    if (with_estimate)
+      carried_ = ScalarView<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::carried_estimate"), n);
+    auto const tag = plan_.owned.id;
+    auto const pos = particles.pos;
+    auto const mass = particles.mass;
+    auto const estimate = estimate_;
+    auto owned_pos = plan_.owned.pos;
+    auto owned_mass = plan_.owned.mass;
+    auto carried = carried_;
+    Kokkos::parallel_for(
+        "kfmm::solver::gather_positions", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, n), KOKKOS_LAMBDA(std::size_t j) {
+          std::size_t const i = tag(j) & ((std::uint64_t(1) << 40) - 1);
+          for (int d = 0; d < 3; ++d) owned_pos(j, d) = pos(i, d);
+          owned_mass(j) = mass(i);
+          targets(j) = active(i) ? 1 : 0;
+          if (with_estimate) carried(j) = estimate(i);
+        });
+    return targets;
+  }
+
+  // One rank: the G-scaled results of the target particles into their input rows.
+  void scatter_results(ScalarView<std::uint8_t> const& targets, int n, ScalarView<double> const& potential,
+                       Vec3View<double> const& acceleration) {
+    auto const tag = plan_.owned.id;
+    auto const phi = phi_;
+    auto const grad = grad_;
+    double const G = config_.G;
+    Kokkos::parallel_for(
+        "kfmm::solver::scatter_results", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, n), KOKKOS_LAMBDA(int j) {
+          if (!targets(j)) return;
+          std::size_t const i = tag(j) & ((std::uint64_t(1) << 40) - 1);
+          potential(i) = -G * phi(j);
+          for (int k = 0; k < 3; ++k) acceleration(i, k) = G * grad(j, k);
+        });
+  }
+
+  // Flags node_idle on the local nodes without a target particle (`targets`, owner order).
+  void mark_idle_nodes(ScalarView<std::uint8_t> const& targets, int n) {
+    ScalarView<int> before(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::targets_before"), n + 1);
+    Kokkos::parallel_scan(
+        "kfmm::solver::count_targets", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, n + 1),
+        KOKKOS_LAMBDA(int i, int& sum, bool final) {
+          if (final) before(i) = sum;
+          if (i < n) sum += targets(i) ? 1 : 0;
+        });
+    auto const pbegin = tree_.particle_begin;
+    auto const pend = tree_.particle_end;
+    auto flags = geometry_.flags;
+    Kokkos::parallel_for(
+        "kfmm::solver::mark_idle", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, tree_.num_nodes), KOKKOS_LAMBDA(int node) {
+          if (before(pend(node)) == before(pbegin(node))) flags(node) |= node_idle;
+        });
+  }
+
+  // The local tree's topology right after build_tree (the top tree and imports change the
+  // child lists of shared cells and append nodes), for restore_local_tree.
+  void save_local_tree() {
+    local_tree_.num_nodes = tree_.num_nodes;
+    local_tree_.level_offset = tree_.level_offset;
+    auto const nodes = Kokkos::make_pair(0, tree_.num_nodes);
+    for (auto [from, to] : {std::pair{&tree_.child_begin, &local_tree_.child_begin},
+                            std::pair{&tree_.child_end, &local_tree_.child_end},
+                            std::pair{&tree_.child_index, &local_tree_.child_index}}) {
+      grow_preserving(*to, std::size_t(tree_.num_nodes));
+      Kokkos::deep_copy(space_, Kokkos::subview(*to, nodes), Kokkos::subview(*from, nodes));
+    }
+  }
+
+  void restore_local_tree() {
+    tree_.num_nodes = local_tree_.num_nodes;
+    tree_.level_offset = local_tree_.level_offset;
+    auto const nodes = Kokkos::make_pair(0, tree_.num_nodes);
+    for (auto [from, to] : {std::pair{&local_tree_.child_begin, &tree_.child_begin},
+                            std::pair{&local_tree_.child_end, &tree_.child_end},
+                            std::pair{&local_tree_.child_index, &tree_.child_index}})
+      Kokkos::deep_copy(space_, Kokkos::subview(*to, nodes), Kokkos::subview(*from, nodes));
+  }
+
+  // G-scaled potential and acceleration of the first n owner-order particles from phi_, grad_.
+  void scale_results(int n, ScalarView<double> const& potential, Vec3View<double> const& acceleration) {
+    auto const phi = phi_;
+    auto const grad = grad_;
+    double const G = config_.G;
+    Kokkos::parallel_for(
+        "kfmm::solver::results", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, n), KOKKOS_LAMBDA(int i) {
+          potential(i) = -G * phi(i);
+          for (int k = 0; k < 3; ++k) acceleration(i, k) = G * grad(i, k);
+        });
+  }
+
+  // The cost of an active evaluation per owner-order particle: each target leaf's cost (as in
+  // measure_costs) shared by its target particles; 0 for the others.
+  ScalarView<double> measure_active_costs(ScalarView<std::uint8_t> const& targets, int n) {
+    measure_leaf_costs();
+    ScalarView<double> particle_cost("kfmm::solver::active_particle_costs", n);
+    auto const cost = leaf_cost_;
+    auto const pbegin = tree_.particle_begin;
+    auto const pend = tree_.particle_end;
+    auto const cbegin = tree_.child_begin;
+    auto const cend = tree_.child_end;
+    auto const flags = geometry_.flags;
+    Kokkos::parallel_for(
+        "kfmm::solver::active_particle_costs", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, tree_.num_nodes),
+        KOKKOS_LAMBDA(int node) {
+          if (cbegin(node) != cend(node) || (flags(node) & (node_remote | node_idle))) return;
+          int count = 0;
+          for (int i = pbegin(node); i < pend(node); ++i) count += targets(i) ? 1 : 0;
+          for (int i = pbegin(node); i < pend(node); ++i)
+            if (targets(i)) particle_cost(i) = 1.0 + cost(node) / count;
+        });
+    return particle_cost;
+  }
+
+  // Adds an active evaluation's costs (input order) to the weights of the next decomposition,
+  // so that it balances the full evaluation and every active one since.
+  void accumulate_costs(ScalarView<double> const& costs, std::size_t num) {
+    auto weights = costs_;
+    Kokkos::parallel_for(
+        "kfmm::solver::accumulate_costs", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, num),
+        KOKKOS_LAMBDA(std::size_t i) { weights(i) += costs(i); });
+    distributed_.set_costs(costs_, num);
+  }
+
+  // The relative criterion's |a| (input order) of the active particles from their new forces.
+  void update_estimate(ActiveFlags const& active, Vec3View<double> const& acceleration, std::size_t n) {
+    auto magnitude = estimate_;
+    Kokkos::parallel_for(
+        "kfmm::solver::update_estimate", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, n), KOKKOS_LAMBDA(std::size_t i) {
+          if (!active(i)) return;
+          magnitude(i) = compat::math::sqrt(acceleration(i, 0) * acceleration(i, 0) +
+                                            acceleration(i, 1) * acceleration(i, 1) +
+                                            acceleration(i, 2) * acceleration(i, 2));
+        });
+  }
   bool relative() const { return config_.opening == OpeningCriterion::Relative; }
 
   // The multipole powers of the nodes from `first` on (their multipoles are set), keeping those
   // before it.
   void update_multipole_powers(int first) {
+    reserve_multipole_powers();
+    pass_->multipole_powers(space_, first, tree_.num_nodes - first, geometry_.multipole_power);
+  }
+
+  // Room for the multipole powers of every node of the tree.
+  void reserve_multipole_powers() {
     std::size_t const nodes = tree_.num_nodes;
     std::size_t const degrees = config_.order + 1;
     auto& power = geometry_.multipole_power;
@@ -208,7 +640,41 @@ class ForceSolver::Impl {
       if (power.extent(1) != degrees) power = Kokkos::View<double**, MemorySpace>("kfmm::solver::multipole_power", 0, degrees);
       Kokkos::resize(power, nodes > grown ? nodes : grown, degrees);
     }
-    pass_->multipole_powers(space_, first, tree_.num_nodes - first, power);
+  }
+
+  // The multipole powers of `sources(0 … count − 1)` and their children that power_ready_ does
+  // not mark yet (the walk tests these next), then marks them.
+  void ensure_multipole_powers(ScalarView<int> const& sources, int count) {
+    int const nodes = tree_.num_nodes;
+    reserve_multipole_powers();
+    grow_preserving(power_ready_, std::size_t(nodes));  // new (imported) nodes: 0, not ready
+    auto ready = power_ready_;
+    auto const cbegin = tree_.child_begin;
+    auto const cend = tree_.child_end;
+    auto const cindex = tree_.child_index;
+    auto const flags = geometry_.flags;
+    Kokkos::parallel_for(
+        "kfmm::solver::powers_wanted", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, count), KOKKOS_LAMBDA(int e) {
+          int const s = sources(e);
+          if (ready(s) == 0) ready(s) = 2;  // racing writers store the same value
+          if (flags(s) & node_leaf) return;
+          for (int c = cbegin(s); c < cend(s); ++c)
+            if (ready(cindex(c)) == 0) ready(cindex(c)) = 2;
+        });
+    ScalarView<int> list(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::powers_list"), nodes);
+    int wanted = 0;
+    Kokkos::parallel_scan(
+        "kfmm::solver::powers_list", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, nodes),
+        KOKKOS_LAMBDA(int node, int& at, bool final) {
+          if (ready(node) != 2) return;
+          if (final) {
+            list(at) = node;
+            ready(node) = 1;
+          }
+          ++at;
+        },
+        wanted);
+    pass_->multipole_powers_of(space_, list, wanted, geometry_.multipole_power);
   }
 
   // Whether every rank holds an acceleration estimate for exactly these particles (same ids in
@@ -217,15 +683,7 @@ class ForceSolver::Impl {
     if (!relative()) return false;
     // (An inconsistent num is reported by check_input, after this.)
     int local = have_estimate_ && estimate_count_ == particles.num && particles.num <= particles.capacity() ? 1 : 0;
-    if (local) {
-      auto const ids = particles.id;
-      auto const known_ids = estimate_ids_;
-      std::size_t mismatches = 0;
-      Kokkos::parallel_reduce(
-          "kfmm::solver::match_estimate", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, particles.num),
-          KOKKOS_LAMBDA(std::size_t i, std::size_t & count) { count += ids(i) != known_ids(i) ? 1 : 0; }, mismatches);
-      local = mismatches == 0 ? 1 : 0;
-    }
+    if (local) local = count_mismatches(particles.id, estimate_ids_, particles.num) == 0 ? 1 : 0;
     int all = 0;
     MPI_Allreduce(&local, &all, 1, MPI_INT, MPI_MIN, context_.comm());
     return all == 1;
@@ -368,9 +826,38 @@ class ForceSolver::Impl {
   // into inner nodes is left out). The next decomposition balances these weights; their
   // per-rank sums give the load imbalance of this evaluation.
   void measure_costs(int n) {
+    measure_leaf_costs();
+    if (static_cast<int>(costs_.extent(0)) < n) Kokkos::resize(costs_, n);
+    auto const cost = leaf_cost_;
+    auto const pbegin = tree_.particle_begin;
+    auto const pend = tree_.particle_end;
+    auto particle_cost = costs_;
+    auto const cbegin = tree_.child_begin;
+    auto const cend = tree_.child_end;
+    auto const flags = geometry_.flags;
+    Kokkos::parallel_for(
+        "kfmm::solver::particle_costs", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, tree_.num_nodes),
+        KOKKOS_LAMBDA(int node) {
+          if (cbegin(node) != cend(node) || (flags(node) & node_remote)) return;
+          for (int i = pbegin(node); i < pend(node); ++i) particle_cost(i) = 1.0 + cost(node);
+        });
+    weights_count_ = static_cast<std::size_t>(n);
+    distributed_.set_costs(costs_, n);
+    double local_cost = 0;
+    Kokkos::parallel_reduce(
+        "kfmm::solver::rank_cost", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, n),
+        KOKKOS_LAMBDA(int i, double& sum) { sum += particle_cost(i); }, local_cost);
+    if (!statistics_) return;
+    double max_cost = 0, total_cost = 0;
+    MPI_Allreduce(&local_cost, &max_cost, 1, MPI_DOUBLE, MPI_MAX, context_.comm());
+    MPI_Allreduce(&local_cost, &total_cost, 1, MPI_DOUBLE, MPI_SUM, context_.comm());
+    stats_.cost_imbalance = total_cost > 0 ? max_cost * context_.size() / total_cost : 1.0;
+  }
+
+  // leaf_cost_ = each target leaf's cost in P2P pairs over the last evaluation's lists.
+  void measure_leaf_costs() {
     double const m2l_cost = m2l_cost_in_pairs(config_.order);
     if (static_cast<int>(leaf_cost_.extent(0)) < tree_.num_nodes) Kokkos::resize(leaf_cost_, tree_.num_nodes);
-    if (static_cast<int>(costs_.extent(0)) < n) Kokkos::resize(costs_, n);
     Kokkos::deep_copy(space_, leaf_cost_, 0.0);
     auto cost = leaf_cost_;
     auto const pbegin = tree_.particle_begin;
@@ -393,27 +880,6 @@ class ForceSolver::Impl {
               cost(a) += c;
             });
     }
-    auto particle_cost = costs_;
-    auto const cbegin = tree_.child_begin;
-    auto const cend = tree_.child_end;
-    auto const flags = geometry_.flags;
-    Kokkos::parallel_for(
-        "kfmm::solver::particle_costs", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, tree_.num_nodes),
-        KOKKOS_LAMBDA(int node) {
-          if (cbegin(node) != cend(node) || (flags(node) & node_remote)) return;
-          for (int i = pbegin(node); i < pend(node); ++i) particle_cost(i) = 1.0 + cost(node);
-        });
-    weights_count_ = static_cast<std::size_t>(n);
-    distributed_.set_costs(costs_, n);
-    double local_cost = 0;
-    Kokkos::parallel_reduce(
-        "kfmm::solver::rank_cost", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, n),
-        KOKKOS_LAMBDA(int i, double& sum) { sum += particle_cost(i); }, local_cost);
-    if (!statistics_) return;
-    double max_cost = 0, total_cost = 0;
-    MPI_Allreduce(&local_cost, &max_cost, 1, MPI_DOUBLE, MPI_MAX, context_.comm());
-    MPI_Allreduce(&local_cost, &total_cost, 1, MPI_DOUBLE, MPI_SUM, context_.comm());
-    stats_.cost_imbalance = total_cost > 0 ? max_cost * context_.size() / total_cost : 1.0;
   }
 
   BoundingCube global_cube(Particles<MemorySpace> const& particles) {
@@ -464,16 +930,7 @@ class ForceSolver::Impl {
       potential_ = ScalarView<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::potential"), capacity);
       acceleration_ = Vec3View<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::acceleration"), capacity);
     }
-    auto potential = potential_;
-    auto acceleration = acceleration_;
-    auto const phi = phi_;
-    auto const grad = grad_;
-    double const G = config_.G;
-    Kokkos::parallel_for(
-        "kfmm::solver::results", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, n), KOKKOS_LAMBDA(int i) {
-          potential(i) = -G * phi(i);
-          for (int k = 0; k < 3; ++k) acceleration(i, k) = G * grad(i, k);
-        });
+    scale_results(n, potential_, acceleration_);
     fill_padding(potential_, acceleration_, n);
   }
 
@@ -541,6 +998,7 @@ class ForceSolver::Impl {
   NodeGeometry geometry_;
   DualTreeWalk walk_;
   ScalarView<double> allowed_{"kfmm::solver::allowed_m2l_error", 0};  ///< relative criterion, per node
+  ScalarView<int> power_ready_{"kfmm::solver::power_ready", 0};  ///< lazy multipole powers: 1 computed
   // Relative criterion: |a| of the last call per particle, with the particles' ids, aligned
   // with them as that call left them; carried_ is |a| aligned with the particles inside a call.
   ScalarView<double> estimate_{"kfmm::solver::acceleration_estimate", 0};
@@ -559,6 +1017,26 @@ class ForceSolver::Impl {
   ScalarView<double> potential_{"kfmm::solver::potential", 0};
   Vec3View<double> acceleration_{"kfmm::solver::acceleration", 0};
   ForceStats stats_;
+  Kokkos::Timer total_timer_, phase_timer_;
+  BoundingCube last_cube_{};
+  // compute_active's reusable plan, kept by the last compute_in_input_order().
+  struct ActivePlan {
+    bool valid = false;
+    std::size_t count = 0;                  ///< the caller's particles on this rank
+    ScalarView<std::uint64_t> ids;          ///< their ids, in input order
+    Particles<MemorySpace> owned;           ///< owner-order particles (ids: input rank << 40 | index)
+    ExchangePlan<MemorySpace> back;         ///< owner order → input ranks (reverse: → owners)
+    ScalarView<std::uint64_t> input_index;  ///< import row of `back` → input index
+    BoundingCube cube{};                    ///< of the keys that built the tree
+  } plan_;
+  // The local tree as build_tree left it (see save_local_tree).
+  struct LocalTree {
+    int num_nodes = 0;
+    std::vector<int> level_offset;
+    ScalarView<int> child_begin{"kfmm::solver::local_child_begin", 0};
+    ScalarView<int> child_end{"kfmm::solver::local_child_end", 0};
+    ScalarView<int> child_index{"kfmm::solver::local_child_index", 0};
+  } local_tree_;
 };
 
 ForceSolver::ForceSolver(Context const& context, FMMConfig const& config)
@@ -571,6 +1049,10 @@ void ForceSolver::compute(Particles<MemorySpace>& particles) { impl_->compute(pa
 void ForceSolver::compute_in_input_order(Particles<MemorySpace> const& particles, ScalarView<double>& potential,
                                          Vec3View<double>& acceleration) {
   impl_->compute_in_input_order(particles, potential, acceleration);
+}
+void ForceSolver::compute_active(Particles<MemorySpace> const& particles, ActiveFlags const& active,
+                                 ScalarView<double> const& potential, Vec3View<double> const& acceleration) {
+  impl_->compute_active(particles, active, potential, acceleration);
 }
 ScalarView<double> ForceSolver::potential() const { return impl_->potential(); }
 Vec3View<double> ForceSolver::acceleration() const { return impl_->acceleration(); }

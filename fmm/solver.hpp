@@ -6,9 +6,13 @@
 #include <kfmm/fmm/config.hpp>
 #include <kfmm/fmm/stats.hpp>
 
+#include <cstdint>
 #include <memory>
 
 namespace kfmm {
+
+/// Per-particle flag aligned with the particles: nonzero = active (its force is wanted).
+using ActiveFlags = ScalarView<std::uint8_t>;
 
 /// \brief Computes the FMM potential and acceleration of all particles on all ranks.
 ///
@@ -30,9 +34,40 @@ class ForceSolver {
   void compute(Particles<MemorySpace>& particles);
 
   /// \brief Same forces, but `particles` stays as it is on this rank: results come back in
-  /// this rank's input order (jz-fmm's "loc"). Collective.
+  /// this rank's input order (jz-fmm's "loc"). Keeps the plan compute_active() reuses (the
+  /// owner-order copy of the particles, the exchange plan back to the input order, the local
+  /// tree's topology) until the next compute() or compute_in_input_order(). Collective.
   void compute_in_input_order(Particles<MemorySpace> const& particles, ScalarView<double>& potential,
                               Vec3View<double>& acceleration);
+
+  /// \brief Potential and acceleration of the particles with `active(i) != 0` due to all
+  /// particles of all ranks, in this rank's input order, like compute_in_input_order(): their
+  /// rows of `potential` and `acceleration` (at least `particles.num` rows, like `active`) are
+  /// overwritten, every other row is left as it is. Collective; every rank takes part, also
+  /// one without particles or without active ones. Throws kfmm::Error on every rank for Views
+  /// shorter than the particles.
+  ///
+  /// The active rows equal those of compute_in_input_order() on the same tree: a call after
+  /// compute_in_input_order() (or a compute_active() with every particle active) with the same
+  /// particles at the same positions gives the same values. Such a full call keeps a plan
+  /// (owner ranks and order, the local tree); later calls with the same particles (the same ids
+  /// in the same order on every rank, positions and masses may change, e.g. drifted by a
+  /// block-step integrator) reuse it: positions travel to their owners along the plan, the
+  /// local tree keeps its topology and gets new node centres, radii (measured from the
+  /// particles, so they enclose particles that left their cell) and multipoles from all
+  /// particles, and the walk, M2L, L2L, L2P and P2P run only for nodes holding active
+  /// particles. Accuracy stays that of the opening criterion as long as the tree's cells stay
+  /// compact; call it with every particle active (or compute_in_input_order) to rebuild the tree
+  /// and rebalance the ranks, e.g. at each synchronisation of the time-step hierarchy. No
+  /// particle active anywhere: nothing is computed. Other particles than the plan's: a full
+  /// evaluation (which keeps a new plan).
+  ///
+  /// The relative criterion uses the |a| estimate of every particle and replaces it by the new
+  /// |a| of the active ones only. On several ranks the measured cost of each reused-plan call
+  /// is added to cost_weights() (to the active particles, sharing each target leaf's cost), so
+  /// the next full call balances the ranks by the work of the whole block of calls.
+  void compute_active(Particles<MemorySpace> const& particles, ActiveFlags const& active,
+                      ScalarView<double> const& potential, Vec3View<double> const& acceleration);
 
   /// Owner-order results of the last compute().
   ScalarView<double> potential() const;
@@ -40,7 +75,9 @@ class ForceSolver {
 
   /// \brief Per-particle cost weights (in P2P pairs) measured by the last call, aligned with the
   /// particles as that call left them (owner order after compute(), input order after
-  /// compute_in_input_order()); the next call balances the ranks by them. Empty on one rank.
+  /// compute_in_input_order() and compute_active(), the latter adding the costs of its
+  /// reused-plan calls to those of the last full one); the next call balances the ranks by
+  /// them. Empty on one rank.
   /// A restart saves them so that the run continues with the same decomposition.
   ScalarView<double> cost_weights() const;
   /// \brief Weights for the next call's decomposition, aligned with the particles it will get

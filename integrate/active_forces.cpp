@@ -20,20 +20,6 @@ void check_active_views(Context const& context, Particles<MemorySpace> const& pa
   });
 }
 
-// Rows of `from` whose flag is set into the same rows of `to`.
-void copy_active_rows(ActiveFlags const& active, std::size_t n, ScalarView<double> const& from_potential,
-                      Vec3View<double> const& from_acceleration, ScalarView<double> const& to_potential,
-                      Vec3View<double> const& to_acceleration) {
-  Kokkos::parallel_for(
-      "kfmm::integrate::copy_active_rows", Kokkos::RangePolicy<ExecutionSpace>(ExecutionSpace(), 0, n),
-      KOKKOS_LAMBDA(std::size_t i) {
-        if (!active(i)) return;
-        to_potential(i) = from_potential(i);
-        for (int d = 0; d < 3; ++d) to_acceleration(i, d) = from_acceleration(i, d);
-      });
-  ExecutionSpace().fence();
-}
-
 // The indices of the active particles, in particle order (a deterministic compaction).
 Kokkos::View<std::size_t*, MemorySpace> active_indices(ActiveFlags const& active, std::size_t n) {
   Kokkos::View<std::size_t*, MemorySpace> offsets("kfmm::integrate::active_offsets", n + 1);
@@ -90,12 +76,7 @@ void direct_active(Context const& context, Particles<MemorySpace> const& particl
 ActiveForceFunction fmm_active_forces(ForceSolver& solver) {
   return [&solver](Particles<MemorySpace> const& particles, ActiveFlags const& active, ScalarView<double>& potential,
                    Vec3View<double>& acceleration) {
-    detail::check_active_views(solver.context(), particles, active, potential, acceleration);
-    // Every particle's force, then the active rows: correct for any subset, at a full evaluation's cost.
-    ScalarView<double> all_potential;
-    Vec3View<double> all_acceleration;
-    solver.compute_in_input_order(particles, all_potential, all_acceleration);
-    detail::copy_active_rows(active, particles.num, all_potential, all_acceleration, potential, acceleration);
+    solver.compute_active(particles, active, potential, acceleration);
   };
 }
 

@@ -5,16 +5,12 @@
 #include <kfmm/comm/context.hpp>
 #include <kfmm/core/particles.hpp>
 #include <kfmm/fmm/softening.hpp>
+#include <kfmm/fmm/solver.hpp>
 
 #include <cstdint>
 #include <functional>
 
 namespace kfmm {
-
-class ForceSolver;
-
-/// Per-particle flag aligned with the particles: nonzero = active.
-using ActiveFlags = ScalarView<std::uint8_t>;
 
 /// \brief Potential and acceleration of the active particles `[0, particles.num)` with
 /// `active(i) != 0`, due to all particles of all ranks (collective).
@@ -27,7 +23,9 @@ using ActiveFlags = ScalarView<std::uint8_t>;
 using ActiveForceFunction = std::function<void(Particles<MemorySpace> const& particles, ActiveFlags const& active,
                                                ScalarView<double>& potential, Vec3View<double>& acceleration)>;
 
-/// \brief Active forces from `solver` (FMM). The solver must outlive the function.
+/// \brief Active forces from `solver` (FMM, ForceSolver::compute_active: between two calls
+/// with every particle active, the calls reuse that call's tree and decomposition and evaluate
+/// only the nodes holding active particles). The solver must outlive the function.
 ActiveForceFunction fmm_active_forces(ForceSolver& solver);
 
 /// \brief Active forces by O(N_active · N) direct summation in double.

@@ -117,6 +117,50 @@ TEST_P(FailureAgreementTest, EveryRankThrowsAndTheSolverRecovers) {
   EXPECT_EQ(differ, 0u) << "rank " << world.rank() << ": forces after the failure differ from a new solver's";
 }
 
+// The same on compute_active's reused plan (a full call first, then a failure while a tenth of
+// the particles are evaluated on the refitted tree): every rank throws, and the next call gives
+// what a solver with the same history but no failure gives.
+TEST_P(FailureAgreementTest, ActiveCallEveryRankThrowsAndTheSolverRecovers) {
+  auto const [point, from_first, criterion] = GetParam();
+  std::string const name = point;
+  if (name == "force.decompose" || name == "force.sort") GTEST_SKIP() << point << " is not reached on a reused plan";
+  if (distributed_only(point) && world.size() == 1) GTEST_SKIP() << point << " is reached on several ranks only";
+  int const failing = from_first ? 0 : world.size() - 1;
+  auto const particles = make(3000);
+  FMMConfig config;
+  config.opening = criterion;
+  Watchdog watchdog(std::string("active call, fault point ") + point, std::chrono::seconds(120));
+
+  ActiveFlags active("active", particles.num);
+  auto flags = Kokkos::create_mirror_view(active);
+  for (std::size_t i = 0; i < particles.num; ++i) flags(i) = i % 10 == 3 ? 1 : 0;
+  Kokkos::deep_copy(active, flags);
+  ForceSolver solver(world, config), reference(world, config);
+  ScalarView<double> pot, pot_ref;
+  Vec3View<double> acc, acc_ref;
+  solver.compute_in_input_order(particles, pot, acc);
+  reference.compute_in_input_order(particles, pot_ref, acc_ref);
+  fault_injection::arm(std::string(point) + ":1:" + std::to_string(failing) + ":throw");
+  std::string message;
+  try {
+    solver.compute_active(particles, active, pot, acc);
+  } catch (Error const& e) {
+    message = e.what();
+  }
+  fault_injection::arm("");
+  EXPECT_NE(message.find(std::string("injected failure at fault point '") + point + "'"), std::string::npos)
+      << "rank " << world.rank() << ": " << (message.empty() ? "no error" : message);
+
+  solver.compute_active(particles, active, pot, acc);
+  reference.compute_active(particles, active, pot_ref, acc_ref);
+  auto const a = Kokkos::create_mirror_view_and_copy(HostSpace(), acc);
+  auto const b = Kokkos::create_mirror_view_and_copy(HostSpace(), acc_ref);
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < particles.num; ++i)
+    if (flags(i)) differ += a(i, 0) != b(i, 0) || a(i, 1) != b(i, 1) || a(i, 2) != b(i, 2);
+  EXPECT_EQ(differ, 0u) << "rank " << world.rank() << ": active forces after the failure differ";
+}
+
 std::string case_name(testing::TestParamInfo<Case> const& info) {
   std::string name = std::get<0>(info.param);
   for (char& c : name)
