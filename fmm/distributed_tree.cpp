@@ -218,6 +218,28 @@ std::vector<std::uint64_t> count_keys_in_cells(ExecutionSpace const& space, Scal
   return counts;
 }
 
+// For each request row i (its code in asked(i, 0)): the local node with that code in served(i)
+// (−1 where none) and the exclusive prefix sums of end(node) − begin(node) in offsets (the
+// answer rows each request gets); returns their total.
+template <class Offset, class Ranges>
+Offset count_answers(ExecutionSpace const& space, NodeCodes const& asked, int num_asked,
+                     ScalarView<std::uint64_t> const& sorted, ScalarView<std::uint32_t> const& by_code, int local,
+                     Ranges const& begin, Ranges const& end, ScalarView<int> const& served,
+                     ScalarView<Offset> const& offsets) {
+  Offset total = 0;
+  Kokkos::parallel_scan(
+      "kfmm::distributed::count_answers", Kokkos::RangePolicy<ExecutionSpace>(space, 0, num_asked + 1),
+      KOKKOS_LAMBDA(int i, Offset& sum, bool final) {
+        if (final) offsets(i) = sum;
+        if (i == num_asked) return;
+        int const node = lookup_code(sorted, by_code, local, asked(i, 0));
+        if (final) served(i) = node;
+        sum += node >= 0 ? Offset(end(node) - begin(node)) : Offset(0);
+      },
+      total);
+  return total;
+}
+
 }  // namespace
 
 // Node records in transit: code, geometry and multipole coefficients.
@@ -806,17 +828,7 @@ bool DistributedTree::import_children(ExecutionSpace const& space, Context const
   ScalarView<int> served(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::served"), num_asked);
   ScalarView<int> offsets(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::answer_offsets"),
                           num_asked + 1);
-  int total = 0;
-  Kokkos::parallel_scan(
-      "kfmm::distributed::count_children", Kokkos::RangePolicy<ExecutionSpace>(space, 0, num_asked + 1),
-      KOKKOS_LAMBDA(int i, int& sum, bool final) {
-        if (final) offsets(i) = sum;
-        if (i == num_asked) return;
-        int const node = lookup_code(sorted, by_code, local, asked(i, 0));
-        if (final) served(i) = node;
-        sum += node >= 0 ? cend(node) - cbegin(node) : 0;
-      },
-      total);
+  int const total = count_answers(space, asked, num_asked, sorted, by_code, local, cbegin, cend, served, offsets);
   ScalarView<int> to_pack(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::to_pack"), total);
   ScalarView<int> destinations(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::answer_ranks"),
                                total);
@@ -926,17 +938,8 @@ PassParticles DistributedTree::import_leaf_particles(ExecutionSpace const& space
   ScalarView<int> served(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::served"), num_asked);
   ScalarView<std::size_t> offsets(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::answer_offsets"),
                                   num_asked + 1);
-  std::size_t total = 0;
-  Kokkos::parallel_scan(
-      "kfmm::distributed::count_leaf_particles", Kokkos::RangePolicy<ExecutionSpace>(space, 0, num_asked + 1),
-      KOKKOS_LAMBDA(int i, std::size_t& sum, bool final) {
-        if (final) offsets(i) = sum;
-        if (i == num_asked) return;
-        int const node = lookup_code(sorted, by_code, local, asked(i, 0));
-        if (final) served(i) = node;
-        sum += node >= 0 ? std::size_t(pend(node) - pbegin(node)) : 0;
-      },
-      total);
+  std::size_t const total =
+      count_answers(space, asked, num_asked, sorted, by_code, local, pbegin, pend, served, offsets);
   Kokkos::View<double* [5], Kokkos::LayoutRight, MemorySpace> rows(
       Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::leaf_particles"), total);
   ScalarView<int> destinations(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::answer_ranks"),
