@@ -19,6 +19,10 @@ void FMMConfig::validate() const {
     fail("domain_tolerance = {} is outside [0, 10]; it is the load imbalance up to which the previous domains are kept "
          "(--domain-tolerance; 0, the default, re-decomposes every evaluation; 0.05 is typical)",
          domain_tolerance);
+  if (!(rebuild_factor >= 1.0) || !std::isfinite(rebuild_factor))
+    fail("rebuild_factor = {} is invalid; it must be finite and ≥ 1 (the cost of a refitted active call per target "
+         "particle, relative to the full call's, beyond which compute_active builds a new tree; 1.5 is the default)",
+         rebuild_factor);
   if (!(softening_length >= 0.0) || !std::isfinite(softening_length))
     fail("softening length = {} is invalid; it must be finite and ≥ 0 (--softening)", softening_length);
   if (opening == OpeningCriterion::Relative) {

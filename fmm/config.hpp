@@ -41,6 +41,11 @@ struct FMMConfig {
   /// same; which rank holds which particle may differ, also after a restart (splitters are not
   /// in restart files), so per-rank snapshot layouts are only reproducible with 0.
   double domain_tolerance = 0;
+  /// ForceSolver::compute_active refits the tree of the last full call to the drifted particles
+  /// until a refitted call costs more than this factor times the full call per particle of its
+  /// target leaves (P2P pairs plus M2L in the cost model's pairs); the next call builds a new
+  /// tree. ≥ 1; large values refit longer (cells stretched by drift open more often).
+  double rebuild_factor = 1.5;
   SofteningKind softening = SofteningKind::Plummer;
   double softening_length = 1e-3;    ///< ε ≥ 0 (Plummer ε; spline: Plummer-equivalent ε, h = 2.8 ε)
   Precision precision = Precision::Float;  ///< arithmetic of expansions and kernels

@@ -226,6 +226,8 @@ class ForceSolver::Impl {
     bool const known = estimate_applies(particles);
     if (known) carry_estimate(estimate_, particles.num);
     compute_forces(work, known);
+    full_work_ = local_work(work.num);
+    refit_work_ = {};
     potential = ScalarView<double>("kfmm::solver::potential_input_order", particles.capacity());
     acceleration = Vec3View<double>("kfmm::solver::acceleration_input_order", particles.capacity());
     // The cost weights (measured on several ranks) go back too: the next call gets the particles
@@ -252,16 +254,25 @@ class ForceSolver::Impl {
              "size every View to at least the particle count",
              context_.rank(), num, active.extent(0), potential.extent(0), acceleration.extent(0));
     });
-    // One Allreduce: ranks whose kept plan does not fit these particles, active and all particles.
-    std::uint64_t local[3] = {plan_fits(particles) ? 0u : 1u, count_active(active, num), num};
-    std::uint64_t global[3];
-    MPI_Allreduce(local, global, 3, MPI_UINT64_T, MPI_SUM, context_.comm());
+    // One Allreduce: ranks whose kept plan does not fit these particles, active and all
+    // particles, and the work of the last full and refitted calls.
+    std::uint64_t local[7] = {plan_fits(particles) ? 0u : 1u, count_active(active, num), num,
+                              full_work_.work,          full_work_.particles,     refit_work_.work,
+                              refit_work_.particles};
+    std::uint64_t global[7];
+    MPI_Allreduce(local, global, 7, MPI_UINT64_T, MPI_SUM, context_.comm());
     if (global[1] == 0) {  // nothing to compute (the input is still checked, on every rank alike)
       agree_on_error(context_, check_input(particles));
       start_call();
       return;
     }
-    if (global[0] > 0 || global[1] == global[2]) {
+    // Drifted particles stretch the refitted cells, which then open more often: once the last
+    // refitted call cost more per particle of its target leaves than rebuild_factor times what
+    // the full call cost per particle, a new tree is cheaper than another refit.
+    bool const stale = global[6] > 0 && global[4] > 0 &&
+                       double(global[5]) / double(global[6]) >
+                           config_.rebuild_factor * double(global[3]) / double(global[4]);
+    if (global[0] > 0 || global[1] == global[2] || stale) {
       // A full evaluation, which keeps the plan the next calls refit.
       ScalarView<double> all_potential;
       Vec3View<double> all_acceleration;
@@ -430,6 +441,8 @@ class ForceSolver::Impl {
       scale_results(n, owned_potential, owned_acceleration);
       if (context_.size() > 1) owned_cost = measure_active_costs(targets, n);
     });
+    refit_work_ = local_work(target_leaf_particles());
+    stats_.tree_refitted = true;
     bool const weighted = context_.size() > 1 && weights_count_ == particles.num;
     ScalarView<double> costs;
     if (weighted) costs = ScalarView<double>("kfmm::solver::active_costs", particles.num);
@@ -575,6 +588,34 @@ class ForceSolver::Impl {
           potential(i) = -G * phi(i);
           for (int k = 0; k < 3; ++k) acceleration(i, k) = G * grad(i, k);
         });
+  }
+
+  // The near- and far-field work of the last evaluation on this rank, in P2P pairs (M2L
+  // weighted as in the cost model), and the particles it served.
+  struct TreeWork {
+    std::uint64_t work = 0, particles = 0;
+  };
+  TreeWork local_work(std::size_t particles) const {
+    double const m2l = m2l_cost_in_pairs(config_.order) * double(count_m2l());
+    return {pass_->p2p_pairs() + static_cast<std::uint64_t>(m2l), particles};
+  }
+
+  // Particles in the local leaves that are walk targets (not idle) of the last evaluation.
+  std::uint64_t target_leaf_particles() const {
+    auto const pbegin = tree_.particle_begin;
+    auto const pend = tree_.particle_end;
+    auto const cbegin = tree_.child_begin;
+    auto const cend = tree_.child_end;
+    auto const flags = geometry_.flags;
+    std::uint64_t count = 0;
+    Kokkos::parallel_reduce(
+        "kfmm::solver::target_leaf_particles", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, tree_.num_nodes),
+        KOKKOS_LAMBDA(int node, std::uint64_t& sum) {
+          if (cbegin(node) != cend(node) || (flags(node) & (node_remote | node_idle))) return;
+          sum += static_cast<std::uint64_t>(pend(node) - pbegin(node));
+        },
+        count);
+    return count;
   }
 
   // The cost of an active evaluation per owner-order particle: each target leaf's cost (as in
@@ -1012,6 +1053,7 @@ class ForceSolver::Impl {
   ScalarView<double> leaf_cost_{"kfmm::solver::leaf_cost", 0};
   ScalarView<double> costs_{"kfmm::solver::costs", 0};
   std::size_t weights_count_ = 0;  ///< entries of costs_ that hold the weights of the next call
+  TreeWork full_work_{}, refit_work_{};  ///< this rank's, of the last full and refitted calls
   ScalarView<double> phi_{"kfmm::solver::phi", 0};
   Vec3View<double> grad_{"kfmm::solver::grad", 0};
   ScalarView<double> potential_{"kfmm::solver::potential", 0};

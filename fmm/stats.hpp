@@ -26,6 +26,7 @@ struct ForceStats {
   double particles_mean = 0;
   double cost_imbalance = 1;         ///< max / mean of the measured per-rank cost
   bool domains_kept = false;         ///< the previous domains were kept (FMMConfig::domain_tolerance)
+  bool tree_refitted = false;        ///< compute_active refitted the last full call's tree (FMMConfig::rebuild_factor)
   std::uint64_t bytes_sent = 0, bytes_received = 0;        ///< this rank
   std::uint64_t bytes_sent_max = 0, bytes_received_max = 0;  ///< over ranks
   std::uint64_t imported_nodes = 0, imported_particles = 0;  ///< this rank

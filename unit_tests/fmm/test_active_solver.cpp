@@ -282,4 +282,60 @@ TEST_F(ActiveSolverInputTest, ActiveCostsAreAddedToTheWeightsOfTheActiveParticle
   }
 }
 
+// Particles that drift far from the cells of the kept plan stretch the refitted cells, which then
+// open more often: once a refitted call costs more per particle of its target leaves than the
+// full call did (by FMMConfig::rebuild_factor), the next call builds a new tree, whose refits are
+// cheap again. Before, every call refitted the first tree however far the particles had gone.
+TEST_F(ActiveSolverInputTest, AStaleTreeIsRebuilt) {
+  kfmm::ICOptions ic;
+  ic.kind = kfmm::ICKind::Hernquist;
+  ic.n_total = 20000;
+  ic.truncation_radius = 30;
+  auto particles = kfmm::to_device(kfmm::make_initial_conditions(world, ic));
+  kfmm::FMMConfig config;
+  config.leaf_size = 16;
+  config.rebuild_factor = 1.1;  // a scrambled tree costs ~1.25 times a new one here (p = 7)
+  kfmm::ForceSolver solver(world, config), fresh(world, config);
+  solver.collect_statistics(true);
+  ScalarView<double> potential;
+  Vec3View<double> acceleration;
+  solver.compute_in_input_order(particles, potential, acceleration);
+  // Every particle moves to where a particle of another draw of the halo is: the cells keep
+  // their particles, which now lie all over the halo.
+  {
+    kfmm::ICOptions shifted = ic;
+    shifted.seed = ic.seed + 1;
+    auto const other = kfmm::make_initial_conditions(world, shifted);
+    ASSERT_EQ(other.num, particles.num);
+    auto pos = Kokkos::create_mirror_view_and_copy(HostSpace(), particles.pos);
+    for (std::size_t i = 0; i < particles.num; ++i)
+      for (int d = 0; d < 3; ++d) pos(i, d) = other.pos(i, d);
+    Kokkos::deep_copy(particles.pos, pos);
+  }
+  ActiveFlags active("active", particles.num);
+  auto flag = Kokkos::create_mirror_view(active);
+  for (std::size_t i = 0; i < particles.num; ++i) flag(i) = i % 10 == 0 ? 1 : 0;
+  Kokkos::deep_copy(active, flag);
+  auto const work = [&] { return double(solver.stats().p2p_pairs) + 400.0 * double(solver.stats().m2l); };
+  ScalarView<double> phi("potential", particles.num);
+  Vec3View<double> a("acceleration", particles.num);
+  solver.compute_active(particles, active, phi, a);
+  EXPECT_TRUE(solver.stats().tree_refitted);
+  double const stale = work();
+  solver.compute_active(particles, active, phi, a);
+  EXPECT_FALSE(solver.stats().tree_refitted);
+  // The new tree's rows are those of a fresh solver's full evaluation of the same positions.
+  ScalarView<double> fresh_phi;
+  Vec3View<double> fresh_a;
+  fresh.compute_in_input_order(particles, fresh_phi, fresh_a);
+  auto const got = Kokkos::create_mirror_view_and_copy(HostSpace(), a);
+  auto const want = Kokkos::create_mirror_view_and_copy(HostSpace(), fresh_a);
+  for (std::size_t i = 0; i < particles.num; ++i)
+    if (flag(i))
+      for (int d = 0; d < 3; ++d) EXPECT_EQ(got(i, d), want(i, d)) << i;
+  solver.compute_active(particles, active, phi, a);
+  EXPECT_TRUE(solver.stats().tree_refitted);
+  EXPECT_LT(work(), stale / 1.1);
+}
+
 }  // namespace
