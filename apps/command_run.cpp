@@ -176,7 +176,8 @@ void run(Environment& environment, RunOptions const& options) {
   }
   RunSettings settings;
   collectively(context, [&] {
-    settings = options.run_file.empty() ? parse_run_text("", "built-in default", options.overrides) : read_run_file(options.run_file, options.overrides);
+    settings = options.run_file.empty() ? parse_run_text("", "built-in default", options.overrides)
+                                        : read_run_file(options.run_file, options.overrides);
     if (!options.output_directory.empty()) settings.simulation.output.directory = options.output_directory;
   });
   auto const& config = settings.simulation;

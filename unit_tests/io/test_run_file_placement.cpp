@@ -54,7 +54,8 @@ TEST(RunFilePlacement, BadPlacementsAreErrorsNamingTheKey) {
   expect_contains(run_file_error_of("ic: {kind: plummer, velocity: [1, 2, .nan]}\n"),
                   {"'ic.velocity'", "three finite numbers"});
   expect_contains(run_file_error_of("ic: {kind: plummer, mass: -1}\n"), {"'ic.mass' = -1 is out of range"});
-  expect_contains(run_file_error_of("ic: {kind: plummer, scale_radius: 0}\n"), {"'ic.scale_radius' = 0 is out of range"});
+  expect_contains(run_file_error_of("ic: {kind: plummer, scale_radius: 0}\n"),
+                  {"'ic.scale_radius' = 0 is out of range"});
 }
 
 TEST(RunFilePlacement, OverridesReplaceAndAddKeys) {
