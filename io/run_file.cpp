@@ -676,6 +676,22 @@ std::string choices_text(Key const& key) {
   return text.empty() ? "" : " [" + text + "]";
 }
 
+/// A copy of `node` without positions: messages about an override then name no line of the file.
+YAML::Node without_marks(YAML::Node const& node) {
+  if (node.IsScalar()) return YAML::Node(node.Scalar());
+  if (node.IsSequence()) {
+    YAML::Node copy(YAML::NodeType::Sequence);
+    for (auto const& item : node) copy.push_back(without_marks(item));
+    return copy;
+  }
+  if (node.IsMap()) {
+    YAML::Node copy(YAML::NodeType::Map);
+    for (auto const& entry : node) copy[without_marks(entry.first)] = without_marks(entry.second);
+    return copy;
+  }
+  return YAML::Node(YAML::NodeType::Null);
+}
+
 /// Sets `key=value` (one `kfmm run --set`) in the parsed file `root`, replacing the file's value.
 void apply_override(YAML::Node& root, std::string const& setting, std::string const& source) {
   auto const equals = setting.find('=');
@@ -699,7 +715,7 @@ void apply_override(YAML::Node& root, std::string const& setting, std::string co
   std::string const section = name.substr(0, dot);
   if (!root[section] || root[section].IsNull()) root[section] = YAML::Node(YAML::NodeType::Map);
   if (!root[section].IsMap()) return;  // "'section' must be a section", from settings_from()
-  root[section][name.substr(dot + 1)] = value;
+  root[section][name.substr(dot + 1)] = without_marks(value);
 }
 
 }  // namespace

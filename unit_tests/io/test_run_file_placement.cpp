@@ -82,6 +82,11 @@ TEST(RunFilePlacement, BadOverridesAreErrorsNamingThem) {
   expect_contains(override_error_of(text, {"ic.n=[1"}), {"--set 'ic.n=[1'", "not valid YAML"});
   // A value of the wrong type is reported like one in the file, naming the override.
   expect_contains(override_error_of(text, {"ic.n=abc"}), {"'ic.n' must be an integer", "--set ic.n=abc"});
+  // No line of the file: the value is not in it.
+  auto const range = override_error_of(text, {"ic.mass=-3"});
+  expect_contains(range, {"run file 'run.yaml with --set ic.mass=-3': key 'ic.mass' = -3 is out of range"});
+  EXPECT_EQ(range.find("line"), std::string::npos) << range;
+  expect_contains(override_error_of(text, {"ic.position=[1, x, 3]"}), {"'ic.position' must be a list of numbers"});
   expect_contains(override_error_of(text, {"time.end=-1"}), {"time.end", "later than time.start"});
 }
 
