@@ -269,7 +269,8 @@ void add_run_command(CLI::App& app, Environment& environment) {
   command->add_option("-o,--output", options->output_directory, "output directory (overrides output.directory)");
   command->add_option("--set", options->overrides,
                       "key=value: set a run-file key over the file's value (repeatable; e.g. --set ic.n=1000 --set "
-                      "time.end=0.1)");
+                      "time.end=0.1)")
+      ->allow_extra_args(false);  // one key=value per --set: a run file after it stays the run file
   command->add_flag("--restart", options->restart, "continue from the restart in the output directory");
   command->add_flag("--print-default", options->print_default, "print the default run file (all keys) and exit");
   command->add_flag("--print-keys-markdown", options->print_keys_markdown,
