@@ -20,6 +20,8 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 namespace kfmm::app {
 
@@ -28,6 +30,7 @@ namespace {
 struct RunOptions {
   std::string run_file;
   std::string output_directory;
+  std::vector<std::string> overrides;  ///< --set key=value
   bool restart = false;
   bool print_default = false;
   bool print_keys_markdown = false;
@@ -173,7 +176,8 @@ void run(Environment& environment, RunOptions const& options) {
   }
   RunSettings settings;
   collectively(context, [&] {
-    settings = options.run_file.empty() ? parse_run_text("", "built-in default") : read_run_file(options.run_file);
+    settings = options.run_file.empty() ? parse_run_text("", "built-in default", options.overrides)
+                                        : read_run_file(options.run_file, options.overrides);
     if (!options.output_directory.empty()) settings.simulation.output.directory = options.output_directory;
   });
   auto const& config = settings.simulation;
@@ -195,6 +199,9 @@ void run(Environment& environment, RunOptions const& options) {
     settings.simulation.units = ic_header.units;
     settings.simulation.fmm.G = ic_header.units.G;
   }
+  // ic.mass, ic.scale_radius, ic.position, ic.velocity: in the run's units, hence after they are known.
+  if (!options.restart && (settings.ic_placement.moves() || settings.ic_placement.scales()))
+    collectively(context, [&] { place_model(initial, settings.ic_placement, settings.simulation.fmm.G); });
 
   std::optional<ForceSolver> solver;
   ForceFunction forces;
@@ -260,6 +267,10 @@ void add_run_command(CLI::App& app, Environment& environment) {
                                             "default run: 1e5 particles in 20 Gaussian clumps)");
   command->add_option("run_file", options->run_file, "YAML run file (`kfmm run --print-default` shows every key)");
   command->add_option("-o,--output", options->output_directory, "output directory (overrides output.directory)");
+  command->add_option("--set", options->overrides,
+                      "key=value: set a run-file key over the file's value (repeatable; e.g. --set ic.n=1000 --set "
+                      "time.end=0.1)")
+      ->allow_extra_args(false);  // one key=value per --set: a run file after it stays the run file
   command->add_flag("--restart", options->restart, "continue from the restart in the output directory");
   command->add_flag("--print-default", options->print_default, "print the default run file (all keys) and exit");
   command->add_flag("--print-keys-markdown", options->print_keys_markdown,

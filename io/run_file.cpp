@@ -17,6 +17,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 namespace kfmm {
@@ -54,6 +55,10 @@ Key const keys[] = {
   {"ic.disk_scale_height", "float", "1e-3", "disk: scale height z_d of the sech²(z/z_d) profile, in disk scale lengths", "", 1e-300, 1},
   {"ic.filament_width", "float", "1e-3", "filament: standard deviation of each transverse coordinate", "", 1e-300, 1},
   {"ic.offset", "float", "1e3", "filament: distance of its midpoint from the origin", "", 0, 1e6},
+  {"ic.mass", "float", "1", "generated models other than clumps (drawn in G = 1 units with total mass 1): total mass in run units; velocities scale by sqrt(G·mass/scale_radius)", "", 1e-300, 1e300},
+  {"ic.scale_radius", "float", "1", "generated models other than clumps: their unit of length (scale radius) in run units", "", 1e-300, 1e300},
+  {"ic.position", "float list", "[0, 0, 0]", "[x, y, z] added to every initial position (the models' centre of mass is at the origin): a satellite placed on its orbit"},
+  {"ic.velocity", "float list", "[0, 0, 0]", "[v_x, v_y, v_z] added to every initial velocity (bulk motion)"},
   {"force.method", "string", "fmm", "fmm, or direct (O(N²), for small N and checks)", "fmm|direct"},
   {"force.order", "int", "7", "expansion order p (the solver's defaults p 7, θ 0.75, leaf 160: force error E ≤ 3e-4)", "", 1, 8},
   {"force.theta", "float", "0.75", "opening angle θ: accept (r_A + r_B) < θ·|c_A − c_B|", "", 1e-3, 1.5},
@@ -368,6 +373,32 @@ Schedule read_schedule(Values const& values) {
   return schedule;
 }
 
+/// A `float list` key that must hold three finite numbers.
+std::array<double, 3> vector3(Values const& values, std::string const& name) {
+  auto const list = values.numbers(name);
+  if (list.size() != 3 || !std::all_of(list.begin(), list.end(), [](double v) { return std::isfinite(v); }))
+    values.invalid(name, "must be a list of three finite numbers [x, y, z]");
+  return {list[0], list[1], list[2]};
+}
+
+/// `ic.mass`, `ic.scale_radius`, `ic.position`, `ic.velocity`: where the generated model goes.
+ModelPlacement read_placement(Values const& values, std::string const& ic_kind) {
+  ModelPlacement placement;
+  placement.mass = values.number("ic.mass");
+  placement.scale_radius = values.number("ic.scale_radius");
+  placement.position = vector3(values, "ic.position");
+  placement.velocity = vector3(values, "ic.velocity");
+  // The scaling assumes G = 1 units of mass 1 and scale 1: the clumps come in kpc and km/s,
+  // and a file's particles in its own units (the default 1, as in the default file, is no scaling).
+  for (auto const& [key, value] : {std::pair{"ic.mass", placement.mass}, {"ic.scale_radius", placement.scale_radius}})
+    if (value != 1 && (ic_kind == "clumps" || ic_kind == "file"))
+      values.invalid(key, fmt::format("{} applies to the models generated in G = 1 units, not to ic.kind {} ({}); "
+                                      "leave it out (ic.position and ic.velocity still move the particles)",
+                                      value, ic_kind, ic_kind == "file" ? "its particles are in the file's units"
+                                                                        : "drawn in kpc and km/s"));
+  return placement;
+}
+
 /// The keys an external potential of `kind` takes (besides kind, centre, velocity, centre_motion, t0).
 std::vector<std::string> external_parameters(std::string const& kind) {
   if (kind == "point_mass") return {"mass", "softening"};
@@ -570,6 +601,7 @@ RunSettings settings_from(YAML::Node const& root, std::string const& source) {
       fail("run file '{}': ic: {}", source, e.what());
     }
   }
+  settings.ic_placement = read_placement(values, ic_kind);
 
   auto& simulation = settings.simulation;
   settings.force_method = values.string("force.method") == "direct" ? ForceMethod::Direct : ForceMethod::FMM;
@@ -644,24 +676,73 @@ std::string choices_text(Key const& key) {
   return text.empty() ? "" : " [" + text + "]";
 }
 
+/// A copy of `node` without positions: messages about an override then name no line of the file.
+YAML::Node without_marks(YAML::Node const& node) {
+  if (node.IsScalar()) return YAML::Node(node.Scalar());
+  if (node.IsSequence()) {
+    YAML::Node copy(YAML::NodeType::Sequence);
+    for (auto const& item : node) copy.push_back(without_marks(item));
+    return copy;
+  }
+  if (node.IsMap()) {
+    YAML::Node copy(YAML::NodeType::Map);
+    for (auto const& entry : node) copy[without_marks(entry.first)] = without_marks(entry.second);
+    return copy;
+  }
+  return YAML::Node(YAML::NodeType::Null);
+}
+
+/// Sets `key=value` (one `kfmm run --set`) in the parsed file `root`, replacing the file's value.
+void apply_override(YAML::Node& root, std::string const& setting, std::string const& source) {
+  auto const equals = setting.find('=');
+  std::string const name = setting.substr(0, equals);
+  if (equals == std::string::npos || name.empty())
+    fail("--set '{}' for run file '{}': expected key=value such as time.end=2", setting, source);
+  auto const dot = name.find('.');
+  if (!find_key(name) || dot == std::string::npos || name.rfind("external[]", 0) == 0)
+    fail("--set '{}' for run file '{}': unknown key '{}'; `kfmm run --print-default` lists every key (external "
+         "potentials are set in the file only)",
+         setting, source, name);
+  std::string const text = setting.substr(equals + 1);
+  YAML::Node value;
+  try {
+    value = YAML::Load(text);
+  } catch (YAML::Exception const& e) {
+    fail("--set '{}' for run file '{}': the value '{}' is not valid YAML: {}", setting, source, text, e.msg);
+  }
+  if (!root.IsDefined() || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  if (!root.IsMap()) return;  // settings_from() names the problem
+  std::string const section = name.substr(0, dot);
+  if (!root[section] || root[section].IsNull()) root[section] = YAML::Node(YAML::NodeType::Map);
+  if (!root[section].IsMap()) return;  // "'section' must be a section", from settings_from()
+  root[section][name.substr(dot + 1)] = without_marks(value);
+}
+
 }  // namespace
 
-RunSettings parse_run_text(std::string const& text, std::string const& source) {
+RunSettings parse_run_text(std::string const& text, std::string const& source,
+                           std::vector<std::string> const& overrides) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
   } catch (YAML::Exception const& e) {
     fail("run file '{}' line {}: not valid YAML: {}", source, e.mark.line + 1, e.msg);
   }
-  return settings_from(root, source);
+  if (overrides.empty()) return settings_from(root, source);
+  std::string label = source + " with";
+  for (auto const& setting : overrides) {
+    apply_override(root, setting, source);
+    label += " --set " + setting;
+  }
+  return settings_from(root, label);
 }
 
-RunSettings read_run_file(std::string const& path) {
+RunSettings read_run_file(std::string const& path, std::vector<std::string> const& overrides) {
   std::ifstream in(path);
   if (!in) fail("cannot read run file '{}'; check the path (`kfmm run --print-default > run.yaml` writes one)", path);
   std::stringstream text;
   text << in.rdbuf();
-  return parse_run_text(text.str(), path);
+  return parse_run_text(text.str(), path, overrides);
 }
 
 std::string default_run_file() {

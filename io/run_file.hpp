@@ -2,11 +2,13 @@
 /// \file
 /// \brief YAML run files of `kfmm run`: initial conditions, forces, integrator, schedule, outputs.
 #include <kfmm/core/initial_conditions.hpp>
+#include <kfmm/integrate/model_placement.hpp>
 #include <kfmm/integrate/simulation.hpp>
 #include <kfmm/io/particle_file.hpp>
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace kfmm {
 
@@ -26,6 +28,9 @@ struct RunSettings {
   std::string source;          ///< the file name (or "built-in default"), for messages
   ICOptions ic;                ///< generated initial conditions (when `ic_file` is empty)
   std::string ic_file;         ///< HDF5 snapshot to start from instead
+  /// Mass, size, position and bulk velocity of the initial particles (`ic.mass`,
+  /// `ic.scale_radius`, `ic.position`, `ic.velocity`), applied in the run's units.
+  ModelPlacement ic_placement;
   /// What reading `ic_file` does with repeated ParticleIDs (`ic.duplicate_ids`).
   DuplicateIdPolicy ic_duplicate_ids = DuplicateIdPolicy::Reject;
   /// `units.system: model` with an IC file: the run takes the units (and G) recorded in the
@@ -39,11 +44,17 @@ struct RunSettings {
 
 /// \brief Reads a run file. Throws kfmm::Error naming the key, the file and the line for an
 /// unknown key, a value of the wrong type, a missing required key or a value out of range.
-RunSettings read_run_file(std::string const& path);
+/// `overrides` are `key=value` settings (`kfmm run --set`) that replace or add keys of the
+/// file (see parse_run_text).
+RunSettings read_run_file(std::string const& path, std::vector<std::string> const& overrides = {});
 
 /// \brief Parses run-file text; `source` names it in messages. Empty text gives the built-in
-/// default run.
-RunSettings parse_run_text(std::string const& text, std::string const& source);
+/// default run. Each override `key=value` sets a key of the table (`time.end=2`,
+/// `ic.position=[1, 0, 0]`; the value is YAML) before the text is checked, as if the file said
+/// it; `external[]` entries cannot be overridden. A malformed override or an unknown key is an
+/// error naming it.
+RunSettings parse_run_text(std::string const& text, std::string const& source,
+                           std::vector<std::string> const& overrides = {});
 
 /// The default run as a commented YAML file (every key, its default and meaning).
 std::string default_run_file();
