@@ -522,7 +522,7 @@ void DistributedTree::decompose(ExecutionSpace const& space, Context const& cont
   // leaf would make the tree differ from the one-rank tree (and the forces from its forces).
   adjust_splitters(space, context, const_keys, n, leaf_size);
   auto const destinations = destination_ranks(space, keys, n, splitters_);
-  ExchangePlan<MemorySpace> plan;
+  ExchangePlan<MemorySpace>& plan = decomposition_plan_;
   redistribute(context, particles, destinations, &plan);
   if (carried != nullptr) *carried = plan.exchange(sorted_carried);
   bytes_sent_ = plan.bytes_sent();
@@ -852,7 +852,8 @@ bool DistributedTree::import_children(ExecutionSpace const& space, Context const
       "kfmm::distributed::address_children", Kokkos::RangePolicy<ExecutionSpace>(space, 0, total),
       KOKKOS_LAMBDA(int i) { codes(i, 1) = parents(i); });
   space.fence();
-  ExchangePlan<MemorySpace> answer(context, destinations, total, pending_error_);
+  // The answers go to exactly the ranks that asked: their counts need no consensus.
+  auto const answer = ExchangePlan<MemorySpace>::reply_to(context, ask, destinations, total, pending_error_);
   NodeCodes const received_codes = answer.exchange(codes);
   bytes_sent_ += answer.bytes_sent();
   bytes_received_ += answer.bytes_received();
@@ -958,7 +959,7 @@ PassParticles DistributedTree::import_leaf_particles(ExecutionSpace const& space
         }
       });
   space.fence();
-  ExchangePlan<MemorySpace> answer(context, destinations, total, error);
+  auto const answer = ExchangePlan<MemorySpace>::reply_to(context, ask, destinations, total, error);
   auto const received_rows = answer.exchange(rows);
   bytes_sent_ += answer.bytes_sent();
   bytes_received_ += answer.bytes_received();
