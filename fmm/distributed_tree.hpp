@@ -105,7 +105,8 @@ class DistributedTree {
   int append_nodes(ExecutionSpace const& space, Records const& records, int flags_inner, Tree<>& tree,
                    NodeGeometry& geometry, ExpansionPass& pass);
   /// Appends `count` node rows (codes, and per row the geometry then the multipole
-  /// coefficients, as pack_node_rows() writes them) as remote nodes; returns the first index.
+  /// coefficients, as pack_node_rows() writes them; further columns are ignored) as remote
+  /// nodes; returns the first index.
   int append_node_rows(ExecutionSpace const& space, detail::NodeCodes const& codes,
                        Kokkos::View<double**, MemorySpace> const& rows, int count, int flags_inner, Tree<>& tree,
                        NodeGeometry& geometry, ExpansionPass& pass);
