@@ -17,13 +17,7 @@ using kfmm::Context;
 using kfmm::ExchangePlan;
 using Memory = kfmm::MemorySpace;
 using kfmm::test_support::device_view;
-
-template <class View>
-auto on_host(View const& view) {
-  auto host = Kokkos::create_mirror(view);
-  Kokkos::deep_copy(host, view);
-  return host;
-}
+using kfmm::test_support::on_host;
 
 // Rank r asks rank s (itself included) for something when asks(r, s): rank 1 asks nobody, the
 // others a rank-dependent subset; it sends requests(r, s) request rows there (uneven sizes).
