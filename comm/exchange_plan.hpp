@@ -250,6 +250,18 @@ class ExchangePlan {
   std::vector<std::size_t> const& import_counts() const { return counts_.recv_counts; }
   std::vector<std::size_t> const& import_offsets() const { return counts_.recv_offsets; }
   std::vector<std::size_t> const& export_counts() const { return counts_.send_counts; }
+  /// \brief This plan's partners and counts without its element order (a few numbers per rank
+  /// instead of one index per element): enough to build reply_to() and within() plans on it
+  /// later, not to move data (exchange and reverse throw kfmm::Error).
+  ExchangePlan counts_only() const {
+    ExchangePlan copy;
+    copy.context_ = context_;
+    copy.comm_ = comm_;
+    copy.rank_ = rank_;
+    copy.counts_ = counts_;
+    copy.counts_only_ = true;
+    return copy;
+  }
   /// Bytes sent to and received from other ranks (self excluded) by the last exchange or reverse.
   std::size_t bytes_sent() const { return bytes_sent_; }
   std::size_t bytes_received() const { return bytes_received_; }
@@ -300,6 +312,7 @@ class ExchangePlan {
   std::size_t max_message_bytes_ = INT_MAX;
   detail::MessageCounts counts_;
   Kokkos::View<std::size_t*, Memory> export_order_;
+  bool counts_only_ = false;
   mutable std::size_t bytes_sent_ = 0;
   mutable std::size_t bytes_received_ = 0;
 
@@ -337,6 +350,8 @@ class ExchangePlan {
                   "source and target Views must hold the same type");
     if (counts_.send_offsets.empty())
       fail("ExchangePlan: this plan was default-constructed; build it with ExchangePlan(context, destinations, n)");
+    if (counts_only_)
+      fail("ExchangePlan: this plan keeps only its counts (counts_only()); exchange along the plan it was taken from");
     std::size_t const width = detail::columns(source);
     if (detail::columns(target) != width)
       fail("ExchangePlan: the source View '{}' has {} columns but the target View '{}' has {}", source.label(), width,

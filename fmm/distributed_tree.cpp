@@ -522,8 +522,9 @@ void DistributedTree::decompose(ExecutionSpace const& space, Context const& cont
   // leaf would make the tree differ from the one-rank tree (and the forces from its forces).
   adjust_splitters(space, context, const_keys, n, leaf_size);
   auto const destinations = destination_ranks(space, keys, n, splitters_);
-  ExchangePlan<MemorySpace>& plan = decomposition_plan_;
+  ExchangePlan<MemorySpace> plan;
   redistribute(context, particles, destinations, &plan);
+  decomposition_partners_ = plan.counts_only();
   if (carried != nullptr) *carried = plan.exchange(sorted_carried);
   bytes_sent_ = plan.bytes_sent();
   bytes_received_ = plan.bytes_received();

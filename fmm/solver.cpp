@@ -328,9 +328,9 @@ class ForceSolver::Impl {
         });
     // Each owned particle goes back to the rank it came from in the decomposition: an answer
     // to that plan, whose counts need no consensus.
-    plan_.back = context_.size() > 1
-                     ? ExchangePlan<MemorySpace>::reply_to(context_, distributed_.decomposition_plan(), destinations, owned)
-                     : ExchangePlan<MemorySpace>(context_, destinations, owned);
+    auto const& came_from = distributed_.decomposition_partners();
+    plan_.back = context_.size() > 1 ? ExchangePlan<MemorySpace>::reply_to(context_, came_from, destinations, owned)
+                                     : ExchangePlan<MemorySpace>(context_, destinations, owned);
     plan_.input_index = plan_.back.exchange(index);
     plan_.ids = ScalarView<std::uint64_t>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::plan_ids"),
                                           particles.num);
