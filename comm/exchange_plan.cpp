@@ -32,11 +32,15 @@ void exchange_remote_bytes(MPI_Comm comm, int rank, MessageCounts const& counts,
 }
 
 std::vector<std::size_t> plan_exports(Context const& context, int const* destinations, std::size_t n,
-                                      std::vector<std::size_t>& order, std::string* deferred_error) {
+                                      std::vector<std::size_t>& order, std::string* deferred_error,
+                                      std::vector<std::size_t> const* partners) {
   int const ranks = context.size();
   std::vector<std::size_t> counts(ranks, 0);
   std::string error;
-  auto const valid = [ranks](int destination) { return destination >= 0 && destination < ranks; };
+  auto const partner = [partners](int destination) { return partners == nullptr || (*partners)[destination] > 0; };
+  auto const valid = [ranks, &partner](int destination) {
+    return destination >= 0 && destination < ranks && partner(destination);
+  };
   for (std::size_t i = 0; i < n; ++i) {
     int const destination = destinations[i];
     if (destination >= ranks || destination < -1) {
@@ -44,6 +48,16 @@ std::vector<std::size_t> plan_exports(Context const& context, int const* destina
         error = fmt::format("ExchangePlan: element {} has destination rank {}, outside [-1, {}); use a rank of the "
                             "communicator or -1 to drop the element",
                             i, destination, ranks);
+      if (deferred_error == nullptr) break;
+      continue;
+    }
+    if (destination >= 0 && !partner(destination)) {
+      // The partner would not expect a count from this rank: the element is dropped, never sent.
+      if (error.empty())
+        error = fmt::format("ExchangePlan: element {} has destination rank {}, which is not a partner of the earlier "
+                            "plan this one follows (reply_to: a rank that sent this one requests; within: a rank the "
+                            "earlier plan sent to); send only to those ranks or -1 to drop the element",
+                            i, destination);
       if (deferred_error == nullptr) break;
       continue;
     }
@@ -103,6 +117,35 @@ std::vector<std::size_t> import_counts(Context const& context, std::vector<std::
       if (done) break;
     }
   }
+  return imports;
+}
+
+std::vector<std::size_t> partner_import_counts(Context const& context, std::vector<std::size_t> const& export_counts,
+                                               std::vector<std::size_t> const& send_to,
+                                               std::vector<std::size_t> const& receive_from) {
+  int const ranks = context.size(), rank = context.rank();
+  std::vector<std::size_t> imports(ranks, 0);
+  imports[rank] = export_counts[rank];
+  // Every posted receive has exactly one matching send in this round and messages of one
+  // sender and tag keep their order, so one fixed tag keeps consecutive rounds apart.
+  int const tag = 7304;
+  MPI_Comm const comm = context.comm();
+  std::vector<std::uint64_t> sent(ranks, 0), received(ranks, 0);
+  std::vector<MPI_Request> requests;
+  for (int peer = 0; peer < ranks; ++peer) {
+    if (peer == rank || receive_from[peer] == 0) continue;
+    requests.emplace_back();
+    MPI_Irecv(&received[peer], 1, MPI_UINT64_T, peer, tag, comm, &requests.back());
+  }
+  for (int peer = 0; peer < ranks; ++peer) {
+    if (peer == rank || send_to[peer] == 0) continue;
+    sent[peer] = export_counts[peer];
+    requests.emplace_back();
+    MPI_Isend(&sent[peer], 1, MPI_UINT64_T, peer, tag, comm, &requests.back());
+  }
+  MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+  for (int peer = 0; peer < ranks; ++peer)
+    if (peer != rank && receive_from[peer] > 0) imports[peer] = static_cast<std::size_t>(received[peer]);
   return imports;
 }
 

@@ -36,8 +36,11 @@ void exchange_remote_bytes(MPI_Comm comm, int rank, MessageCounts const& counts,
 /// Counts the elements for each rank and checks the destinations (agreed across ranks; or,
 /// with `deferred_error`, not agreed: a bad element is dropped and reported there).
 /// Returns export counts; fills `order` so that order[j] is the element of export slot j.
+/// With `partners`, a destination r is valid only where partners[r] > 0 (a follow-up plan may
+/// send only to the ranks its earlier plan names).
 std::vector<std::size_t> plan_exports(Context const& context, int const* destinations, std::size_t n,
-                                      std::vector<std::size_t>& order, std::string* deferred_error = nullptr);
+                                      std::vector<std::size_t>& order, std::string* deferred_error = nullptr,
+                                      std::vector<std::size_t> const* partners = nullptr);
 
 /// Exchanges export counts for import counts: a nonblocking consensus (NBX, Hoefler, Siebert
 /// and Lumsdaine 2010): a synchronous send to each rank this one exports to, receives of
@@ -45,6 +48,17 @@ std::vector<std::size_t> plan_exports(Context const& context, int const* destina
 /// it completes, every count has arrived. Messages go to partners only and the collective part
 /// is one barrier (log R latency), where an Alltoall of counts costs O(R). Collective.
 std::vector<std::size_t> import_counts(Context const& context, std::vector<std::size_t> const& export_counts);
+
+/// Exchanges export counts for import counts between partners known in advance: one count
+/// (possibly zero) to each other rank r with send_to[r] > 0, one from each other rank r with
+/// receive_from[r] > 0, point to point (Isend/Irecv/Waitall; no barrier, no collective). The
+/// partner sets must match across ranks (r's send_to names this rank exactly when this rank's
+/// receive_from names r), as they do for the answers to a plan's messages: send_to = its
+/// import counts, receive_from = its export counts. Exports to ranks outside send_to must be
+/// zero. Collective over the partners only.
+std::vector<std::size_t> partner_import_counts(Context const& context, std::vector<std::size_t> const& export_counts,
+                                               std::vector<std::size_t> const& send_to,
+                                               std::vector<std::size_t> const& receive_from);
 
 /// Exclusive prefix sums with the total as last entry.
 std::vector<std::size_t> offsets_of(std::vector<std::size_t> const& counts);
@@ -147,26 +161,75 @@ class ExchangePlan {
                std::string& deferred_error, std::size_t max_message_bytes = INT_MAX)
       : ExchangePlan(context, destinations, n, max_message_bytes, &deferred_error) {}
 
+  /// \brief The plan of the answers to `requests` (a plan of the same communicator): element i
+  /// goes to rank destinations[i], which must be a rank that sent this one requests along
+  /// `requests` (or −1). No consensus: the counts travel point to point between the partners
+  /// `requests` already knows — one count to each rank that asked this one, one from each rank
+  /// this one asked, possibly zero — so an answer costs no barrier and no collective. A bad
+  /// destination (outside [−1, ranks) or a rank that did not ask) drops its element: here all
+  /// ranks agree on it and throw kfmm::Error (one Allreduce); with `deferred_error` it is
+  /// reported there for the caller to agree, as the deferred-check constructor does. The counts
+  /// still go to every partner, so no rank waits for one.
+  static ExchangePlan reply_to(Context const& context, ExchangePlan const& requests,
+                               Kokkos::View<int const*, Memory> const& destinations, std::size_t n,
+                               std::size_t max_message_bytes = INT_MAX) {
+    return ExchangePlan(context, destinations, n, max_message_bytes, nullptr, &requests, true);
+  }
+  static ExchangePlan reply_to(Context const& context, ExchangePlan const& requests,
+                               Kokkos::View<int const*, Memory> const& destinations, std::size_t n,
+                               std::string& deferred_error, std::size_t max_message_bytes = INT_MAX) {
+    return ExchangePlan(context, destinations, n, max_message_bytes, &deferred_error, &requests, true);
+  }
+
+  /// \brief A plan in the direction of `earlier` whose destinations are among the ranks
+  /// `earlier` exports to (e.g. some of the rows it sent, sent again): counts travel point to
+  /// point between `earlier`'s partners as in reply_to(), with the same checks and errors.
+  static ExchangePlan within(Context const& context, ExchangePlan const& earlier,
+                             Kokkos::View<int const*, Memory> const& destinations, std::size_t n,
+                             std::size_t max_message_bytes = INT_MAX) {
+    return ExchangePlan(context, destinations, n, max_message_bytes, nullptr, &earlier, false);
+  }
+
  private:
+  // `known`, when given, is the earlier plan whose partners carry the counts: its sources
+  // (`answering`) or its destinations; errors are agreed in one Allreduce then.
   ExchangePlan(Context const& context, Kokkos::View<int const*, Memory> const& destinations, std::size_t n,
-               std::size_t max_message_bytes, std::string* deferred_error)
+               std::size_t max_message_bytes, std::string* deferred_error, ExchangePlan const* known = nullptr,
+               bool answering = false)
       : context_(std::make_shared<Context const>(context)), comm_(context.comm()), rank_(context.rank()), num_elements_(n),
         max_message_bytes_(max_message_bytes) {
     if (max_message_bytes == 0 || max_message_bytes > std::size_t(INT_MAX))
       fail("ExchangePlan: max_message_bytes = {} must be in [1, {}]", max_message_bytes, INT_MAX);
+    std::vector<std::size_t> const* send_to = nullptr;
+    std::vector<std::size_t> const* receive_from = nullptr;
+    if (known != nullptr) {
+      send_to = answering ? &known->counts_.recv_counts : &known->counts_.send_counts;
+      receive_from = answering ? &known->counts_.send_counts : &known->counts_.recv_counts;
+      // A programming error, the same on every rank that makes it (a default or foreign plan).
+      if (send_to->size() != std::size_t(context.size()) || known->comm_ != comm_)
+        fail("ExchangePlan: the earlier plan given to {} was not built on this communicator of {} ranks",
+             answering ? "reply_to" : "within", context.size());
+    }
     std::string error;
     if (destinations.extent(0) < n)
       error = fmt::format("ExchangePlan: n = {} exceeds the {} destinations given", n, destinations.extent(0));
-    if (deferred_error == nullptr) {
+    bool const agree_once = known != nullptr && deferred_error == nullptr;
+    std::string* const report = agree_once ? &error : deferred_error;
+    if (deferred_error == nullptr && !agree_once) {
       agree_on_error(context, error);
     } else if (!error.empty()) {
-      if (deferred_error->empty()) *deferred_error = error;
+      if (report != &error && report->empty()) *report = error;
       num_elements_ = n = destinations.extent(0);
     }
     auto const host_destinations = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), destinations);
     std::vector<std::size_t> order;
-    counts_.send_counts = detail::plan_exports(context, host_destinations.data(), n, order, deferred_error);
-    counts_.recv_counts = detail::import_counts(context, counts_.send_counts);
+    counts_.send_counts = detail::plan_exports(context, host_destinations.data(), n, order, report, send_to);
+    if (known != nullptr) {
+      counts_.recv_counts = detail::partner_import_counts(context, counts_.send_counts, *send_to, *receive_from);
+      if (agree_once) agree_on_error(context, error);
+    } else {
+      counts_.recv_counts = detail::import_counts(context, counts_.send_counts);
+    }
     counts_.send_offsets = detail::offsets_of(counts_.send_counts);
     counts_.recv_offsets = detail::offsets_of(counts_.recv_counts);
     Kokkos::View<std::size_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> order_host(order.data(), order.size());
@@ -187,6 +250,18 @@ class ExchangePlan {
   std::vector<std::size_t> const& import_counts() const { return counts_.recv_counts; }
   std::vector<std::size_t> const& import_offsets() const { return counts_.recv_offsets; }
   std::vector<std::size_t> const& export_counts() const { return counts_.send_counts; }
+  /// \brief This plan's partners and counts without its element order (a few numbers per rank
+  /// instead of one index per element): enough to build reply_to() and within() plans on it
+  /// later, not to move data (exchange and reverse throw kfmm::Error).
+  ExchangePlan counts_only() const {
+    ExchangePlan copy;
+    copy.context_ = context_;
+    copy.comm_ = comm_;
+    copy.rank_ = rank_;
+    copy.counts_ = counts_;
+    copy.counts_only_ = true;
+    return copy;
+  }
   /// Bytes sent to and received from other ranks (self excluded) by the last exchange or reverse.
   std::size_t bytes_sent() const { return bytes_sent_; }
   std::size_t bytes_received() const { return bytes_received_; }
@@ -237,6 +312,7 @@ class ExchangePlan {
   std::size_t max_message_bytes_ = INT_MAX;
   detail::MessageCounts counts_;
   Kokkos::View<std::size_t*, Memory> export_order_;
+  bool counts_only_ = false;
   mutable std::size_t bytes_sent_ = 0;
   mutable std::size_t bytes_received_ = 0;
 
@@ -274,6 +350,8 @@ class ExchangePlan {
                   "source and target Views must hold the same type");
     if (counts_.send_offsets.empty())
       fail("ExchangePlan: this plan was default-constructed; build it with ExchangePlan(context, destinations, n)");
+    if (counts_only_)
+      fail("ExchangePlan: this plan keeps only its counts (counts_only()); exchange along the plan it was taken from");
     std::size_t const width = detail::columns(source);
     if (detail::columns(target) != width)
       fail("ExchangePlan: the source View '{}' has {} columns but the target View '{}' has {}", source.label(), width,

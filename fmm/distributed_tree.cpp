@@ -126,15 +126,15 @@ ScalarView<T> to_device(ExecutionSpace const& space, std::vector<T> const& value
 }
 
 // Rows of the `count` nodes of `list`: code in codes(i, 0), then geometry_doubles doubles of
-// geometry and the multipole coefficients in rows(i, ·).
+// geometry and the multipole coefficients in rows(i, ·), then `extra_columns` left for the caller.
 void pack_node_rows(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
                     ExpansionPass const& pass, ScalarView<int> const& list, int count, NodeCodes& codes,
-                    Kokkos::View<double**, MemorySpace>& rows) {
+                    Kokkos::View<double**, MemorySpace>& rows, int extra_columns = 0) {
   int const coefficients = pass.coefficients_per_node();
   int const per_record = geometry_doubles + coefficients;
   codes = NodeCodes(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::packed_codes"), count);
   rows = Kokkos::View<double**, MemorySpace>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::packed"),
-                                            count, per_record);
+                                            count, per_record + extra_columns);
   if (count == 0) return;
   Kokkos::View<double**, MemorySpace> coefficient_view("kfmm::distributed::coefficients", count, coefficients);
   pass.get_multipoles(space, list, count, coefficient_view);
@@ -318,7 +318,7 @@ int DistributedTree::append_node_rows(ExecutionSpace const& space, NodeCodes con
   auto scale = geometry.scale;
   auto flags = geometry.flags;
   auto power_radius = geometry.power_radius;
-  int const coefficient_count = static_cast<int>(rows.extent(1)) - geometry_doubles;
+  int const coefficient_count = pass.coefficients_per_node();  // columns beyond are the caller's
   Kokkos::View<double**, MemorySpace> coefficients(
       Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::unpacked_coefficients"), count,
       coefficient_count);
@@ -524,6 +524,7 @@ void DistributedTree::decompose(ExecutionSpace const& space, Context const& cont
   auto const destinations = destination_ranks(space, keys, n, splitters_);
   ExchangePlan<MemorySpace> plan;
   redistribute(context, particles, destinations, &plan);
+  decomposition_partners_ = plan.counts_only();
   if (carried != nullptr) *carried = plan.exchange(sorted_carried);
   bytes_sent_ = plan.bytes_sent();
   bytes_received_ = plan.bytes_received();
@@ -845,23 +846,36 @@ bool DistributedTree::import_children(ExecutionSpace const& space, Context const
           parents(at) = asked(i, 1);
         }
       });
+  // One message per partner: the code (two 32-bit halves) and the requester's node ride in
+  // three more columns of the rows, all exact in doubles.
   NodeCodes codes;
   Kokkos::View<double**, MemorySpace> rows;
-  pack_node_rows(space, tree, geometry, pass, to_pack, total, codes, rows);
+  pack_node_rows(space, tree, geometry, pass, to_pack, total, codes, rows, 3);
+  int const address = static_cast<int>(rows.extent(1)) - 3;
   Kokkos::parallel_for(
       "kfmm::distributed::address_children", Kokkos::RangePolicy<ExecutionSpace>(space, 0, total),
-      KOKKOS_LAMBDA(int i) { codes(i, 1) = parents(i); });
+      KOKKOS_LAMBDA(int i) {
+        rows(i, address) = double(codes(i, 0) >> 32);
+        rows(i, address + 1) = double(codes(i, 0) & 0xffffffffu);
+        rows(i, address + 2) = double(parents(i));
+      });
   space.fence();
-  ExchangePlan<MemorySpace> answer(context, destinations, total, pending_error_);
-  NodeCodes const received_codes = answer.exchange(codes);
-  bytes_sent_ += answer.bytes_sent();
-  bytes_received_ += answer.bytes_received();
+  // The answers go to exactly the ranks that asked: their counts need no consensus.
+  auto const answer = ExchangePlan<MemorySpace>::reply_to(context, ask, destinations, total, pending_error_);
   auto const received_rows = answer.exchange(rows);
   bytes_sent_ += answer.bytes_sent();
   bytes_received_ += answer.bytes_received();
 
   // Attach the children to the requested nodes: the answers to one request arrive together.
   int const received = static_cast<int>(answer.num_import());
+  NodeCodes const received_codes(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::received_codes"),
+                                 received);
+  Kokkos::parallel_for(
+      "kfmm::distributed::child_codes", Kokkos::RangePolicy<ExecutionSpace>(space, 0, received), KOKKOS_LAMBDA(int i) {
+        received_codes(i, 0) = std::uint64_t(received_rows(i, address)) << 32 |
+                               std::uint64_t(received_rows(i, address + 1));
+        received_codes(i, 1) = std::uint64_t(received_rows(i, address + 2));
+      });
   int const first = append_node_rows(space, received_codes, received_rows, received, node_unopened, tree, geometry, pass);
   grow_preserving(tree.child_index, std::size_t(child_used_) + received);
   auto const child_index = tree.child_index;
@@ -958,7 +972,7 @@ PassParticles DistributedTree::import_leaf_particles(ExecutionSpace const& space
         }
       });
   space.fence();
-  ExchangePlan<MemorySpace> answer(context, destinations, total, error);
+  auto const answer = ExchangePlan<MemorySpace>::reply_to(context, ask, destinations, total, error);
   auto const received_rows = answer.exchange(rows);
   bytes_sent_ += answer.bytes_sent();
   bytes_received_ += answer.bytes_received();

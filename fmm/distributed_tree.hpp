@@ -44,6 +44,9 @@ class DistributedTree {
   void decompose(ExecutionSpace const& space, Context const& context, BoundingCube const& cube, int leaf_size,
                  Particles<MemorySpace>& particles, ScalarView<std::uint64_t>& keys,
                  ScalarView<double>* carried = nullptr, double keep_tolerance = 0);
+  /// The partners and counts of the last decompose()'s plan (input ranks → owners; default on
+  /// one rank): results going back to the input ranks answer along it (ExchangePlan::reply_to).
+  ExchangePlan<MemorySpace> const& decomposition_partners() const { return decomposition_partners_; }
   /// Whether the last decompose() kept the previous domains.
   bool domains_kept() const { return domains_kept_; }
   /// Whether the current splitters give every rank at most (1 + tolerance) × the mean cost of
@@ -102,7 +105,8 @@ class DistributedTree {
   int append_nodes(ExecutionSpace const& space, Records const& records, int flags_inner, Tree<>& tree,
                    NodeGeometry& geometry, ExpansionPass& pass);
   /// Appends `count` node rows (codes, and per row the geometry then the multipole
-  /// coefficients, as pack_node_rows() writes them) as remote nodes; returns the first index.
+  /// coefficients, as pack_node_rows() writes them; further columns are ignored) as remote
+  /// nodes; returns the first index.
   int append_node_rows(ExecutionSpace const& space, detail::NodeCodes const& codes,
                        Kokkos::View<double**, MemorySpace> const& rows, int count, int flags_inner, Tree<>& tree,
                        NodeGeometry& geometry, ExpansionPass& pass);
@@ -141,6 +145,7 @@ class DistributedTree {
   ScalarView<std::uint32_t> permutation_{"kfmm::distributed::permutation", 0};
   KeySorter<MemorySpace, std::uint32_t> sorter_;
   ScalarView<double> costs_;
+  ExchangePlan<MemorySpace> decomposition_partners_;  ///< counts only: no per-particle order kept
   std::size_t cost_count_ = 0;
   // The local nodes' codes, sorted, and the node of each: code → node lookups on the device.
   ScalarView<std::uint64_t> local_codes_{"kfmm::distributed::local_codes", 0};

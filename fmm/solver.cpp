@@ -337,7 +337,11 @@ class ForceSolver::Impl {
           destinations(i) = static_cast<int>(id(i) >> 40);
           index(i) = id(i) & ((std::uint64_t(1) << 40) - 1);
         });
-    plan_.back = ExchangePlan<MemorySpace>(context_, destinations, owned);
+    // Each owned particle goes back to the rank it came from in the decomposition: an answer
+    // to that plan, whose counts need no consensus.
+    auto const& came_from = distributed_.decomposition_partners();
+    plan_.back = context_.size() > 1 ? ExchangePlan<MemorySpace>::reply_to(context_, came_from, destinations, owned)
+                                     : ExchangePlan<MemorySpace>(context_, destinations, owned);
     plan_.input_index = plan_.back.exchange(index);
     plan_.ids = ScalarView<std::uint64_t>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::plan_ids"),
                                           particles.num);
@@ -398,7 +402,8 @@ class ForceSolver::Impl {
           for (int k = 0; k < 3; ++k) payload(j, 2 + k) = acceleration(j, k);
           payload(j, 5) = with_cost ? cost(j) : 0.0;
         });
-    ExchangePlan<MemorySpace> plan(context_, destinations, owned);
+    // Some of the rows the kept plan returns, to some of its ranks: its partners carry the counts.
+    auto const plan = ExchangePlan<MemorySpace>::within(context_, plan_.back, destinations, owned);
     auto const back = plan.exchange(payload);
     Kokkos::parallel_for(
         "kfmm::solver::unpack_active_results", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, plan.num_import()),

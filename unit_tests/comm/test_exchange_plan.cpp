@@ -20,13 +20,7 @@ std::size_t default_count(int rank) { return 1000 + 37 * std::size_t(rank); }
 std::uint64_t label(int rank, std::size_t i) { return std::uint64_t(rank) * 1000000 + i; }
 
 using kfmm::test_support::device_view;
-
-template <class View>
-auto on_host(View const& view) {
-  auto host = Kokkos::create_mirror(view);
-  Kokkos::deep_copy(host, view);
-  return host;
-}
+using kfmm::test_support::on_host;
 
 class ExchangePlanTest : public testing::Test {
  protected:
