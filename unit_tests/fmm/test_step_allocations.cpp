@@ -1,7 +1,7 @@
 // Steps without allocations: a ForceSolver that evaluates drifting particles again and again
 // keeps its Views between calls and grows them with slack, so after the first calls (which size
 // them) a step allocates nothing, counted through Kokkos' allocation callbacks.
-#include <kfmm/comm/initial_conditions.hpp>
+#include "drifting_clumps.hpp"
 #include <kfmm/core/memory_usage.hpp>
 #include <kfmm/fmm/solver.hpp>
 
@@ -15,29 +15,13 @@ namespace {
 
 using namespace kfmm;
 
-// Device lambdas live in free functions (nvcc's extended-lambda rule).
-// Moves every particle by dt × its velocity.
-void drift(Particles<MemorySpace>& particles, double dt) {
-  auto const pos = particles.pos;
-  auto const vel = particles.vel;
-  Kokkos::parallel_for(
-      "test::drift", Kokkos::RangePolicy<ExecutionSpace>(0, particles.num), KOKKOS_LAMBDA(std::size_t i) {
-        for (int d = 0; d < 3; ++d) pos(i, d) += dt * vel(i, d);
-      });
-  Kokkos::fence();
-}
+using test::drift;
 
 class StepAllocationsTest : public testing::Test {
  protected:
   Context world;
 
-  Particles<MemorySpace> make(std::uint64_t n) {
-    ICOptions options;
-    options.kind = ICKind::GaussianClumps;
-    options.n_total = n;
-    options.seed = 11;
-    return to_device(make_initial_conditions(world, options));
-  }
+  Particles<MemorySpace> make(std::uint64_t n) { return test::clumps(world, n, 11); }
 
   // Allocations (label and bytes) of each of `steps` evaluations by `evaluate` of drifting particles.
   template <class Evaluate>
