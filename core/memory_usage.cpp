@@ -31,6 +31,7 @@ struct State {
   DeallocateCallback tool_deallocate = nullptr;
   std::vector<MemorySpaceUsage> spaces;
   std::unordered_map<void const*, Allocation> live;
+  std::vector<std::pair<std::string, std::uint64_t>> log;  // (label, bytes) per counted allocation
   std::uint64_t current = 0, peak = 0;
 };
 
@@ -62,6 +63,7 @@ void on_allocate(Kokkos_Profiling_SpaceHandle const handle, char const* label, v
         space.current_bytes += bytes;
         space.peak_bytes = std::max(space.peak_bytes, space.current_bytes);
         ++space.allocations;
+        s.log.emplace_back(it->second.label, bytes);
         s.current += bytes;
         s.peak = std::max(s.peak, s.current);
       }
@@ -101,6 +103,7 @@ MemoryAccounting::MemoryAccounting() {
   s.tool_deallocate = callbacks.deallocate_data;
   s.spaces.clear();
   s.live.clear();
+  s.log.clear();
   s.current = s.peak = 0;
   s.active = true;
   Kokkos::Tools::Experimental::set_allocate_data_callback(on_allocate);
@@ -168,6 +171,18 @@ std::vector<std::pair<std::string, std::uint64_t>> MemoryAccounting::current_by_
   std::sort(labels.begin(), labels.end(),
             [](auto const& a, auto const& b) { return a.second != b.second ? a.second > b.second : a.first < b.first; });
   return labels;
+}
+
+std::vector<std::pair<std::string, std::uint64_t>> MemoryAccounting::allocation_log() const {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.log;
+}
+
+void MemoryAccounting::clear_allocation_log() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.log.clear();
 }
 
 bool MemoryAccounting::tool_chained() const {

@@ -57,6 +57,10 @@ class MemoryAccounting {
   std::vector<std::pair<std::string, std::uint64_t>> current_by_label() const;
   /// Whether a Kokkos Tools library's allocation callbacks were installed and are still called.
   bool tool_chained() const;
+  /// \brief Every allocation (label, bytes) counted since the start or the last
+  /// clear_allocation_log(), in the order Kokkos made them: shows what a step allocates.
+  std::vector<std::pair<std::string, std::uint64_t>> allocation_log() const;
+  void clear_allocation_log();
 };
 
 }  // namespace kfmm

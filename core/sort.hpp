@@ -6,6 +6,7 @@
 #include <kfmm/core/error.hpp>
 #include <kfmm/core/kernel_shape.hpp>
 #include <kfmm/core/particles.hpp>
+#include <kfmm/core/presort.hpp>
 #include <kfmm/core/types.hpp>
 
 #include <cstddef>
@@ -395,23 +396,73 @@ class KeySorter {
 
   /// \brief Sorts `keys[0, n)` ascending and stably in place; afterwards `permutation[i]` is the
   /// original index of the i-th sorted key. Throws kfmm::Error when a View is shorter than `n`
-  /// or `Index` cannot count to `n`.
+  /// or `Index` cannot count to `n`. Returns false when the keys were sorted already (the
+  /// permutation is then the identity: nothing to permute).
+  ///
+  /// Input in the previous step's key order is the common case (a solver re-sorting drifted
+  /// particles): sorted keys cost one check, and keys with few descents take the presort path
+  /// (core/presort.hpp: the few moved keys sorted alone and merged) when few keys moved.
   template <class ExecutionSpace>
-  void sort(ExecutionSpace const& space, KeyView const& keys, IndexView const& permutation, std::size_t n) {
+  bool sort(ExecutionSpace const& space, KeyView const& keys, IndexView const& permutation, std::size_t n) {
+    check_arguments(keys, permutation, n);
+    std::size_t const descents = detail::count_descents(space, keys, n);
+    if (descents == 0) {
+      detail::radix_iota(space, permutation, n);
+      return false;
+    }
+    if (descents <= n / presort_largest_fraction && sort_presorted(space, keys, permutation, n)) return true;
     if constexpr (!gpu_shaped_kernels<ExecutionSpace>())
-      if (!use_gpu_shape<ExecutionSpace>()) return sort_blocks(space, keys, permutation, n);
+      if (!use_gpu_shape<ExecutionSpace>()) {
+        sort_blocks(space, keys, permutation, n);
+        return true;
+      }
     sort_teams(space, keys, permutation, n);
+    return true;
+  }
+
+  /// At most n / presort_largest_fraction moved keys (and descents) take the presort path; more
+  /// go to the radix sort, which is then faster.
+  static constexpr std::size_t presort_largest_fraction = 8;
+
+  /// \brief sort() of keys with few descents (see core/presort.hpp); false, with keys untouched,
+  /// when more than n / presort_largest_fraction keys are out of place (then sort them in full).
+  /// Public for tests: the result equals sort_blocks()'s.
+  template <class ExecutionSpace>
+  bool sort_presorted(ExecutionSpace const& space, KeyView const& keys, IndexView const& permutation, std::size_t n) {
+    check_arguments(keys, permutation, n);
+    if (n < 2) {
+      detail::radix_iota(space, permutation, n);
+      return true;
+    }
+    std::size_t const room = n / presort_largest_fraction + 64;
+    grow_presort_scratch(space, n, room);
+    detail::mark_kept_keys(space, keys, n, presort_keys_, presort_kept_);
+    std::size_t const moved = detail::split_kept_keys(space, keys, n, presort_kept_, presort_before_,
+                                                      presort_kept_index_, presort_keys_, presort_moved_index_, room);
+    if (moved > room) return false;
+    // The moved keys in their index order, so the radix passes keep ties in index order.
+    if (moved >= 2) {
+      bool gpu_shape = true;
+      if constexpr (!gpu_shaped_kernels<ExecutionSpace>()) gpu_shape = use_gpu_shape<ExecutionSpace>();
+      if (gpu_shape)
+        teams_passes(space, presort_keys_, presort_moved_index_, moved, SortTeamShape{});
+      else
+        blocks_passes(space, presort_keys_, presort_moved_index_, moved);
+    }
+    grow_scratch(space, n, 1);
+    detail::merge_kept_and_moved(space, keys, n, presort_kept_, presort_before_, presort_kept_index_, presort_keys_,
+                                 presort_moved_index_, moved, keys_scratch_, permutation_scratch_);
+    auto const range = Kokkos::make_pair(std::size_t(0), n);
+    Kokkos::deep_copy(space, Kokkos::subview(keys, range), Kokkos::subview(keys_scratch_, range));
+    Kokkos::deep_copy(space, Kokkos::subview(permutation, range), Kokkos::subview(permutation_scratch_, range));
+    return true;
   }
 
   /// sort() with the CPU-shaped kernels: a few long blocks, one thread each.
   template <class ExecutionSpace>
   void sort_blocks(ExecutionSpace const& space, KeyView const& keys, IndexView const& permutation, std::size_t n) {
     if (!start(space, keys, permutation, n)) return;
-    detail::RadixBlocks const blocks = cpu_blocks(space, n);
-    run_passes(
-        space, keys, permutation, blocks,
-        [&](int shift, auto const&... views) { detail::radix_count_blocks(space, views..., blocks, shift); },
-        [&](int shift, auto const&... views) { detail::radix_scatter_blocks(space, views..., blocks, shift); });
+    blocks_passes(space, keys, permutation, n);
   }
 
   /// sort() with the GPU-shaped kernels (see SortTeamShape); the result is the same.
@@ -419,6 +470,24 @@ class KeySorter {
   void sort_teams(ExecutionSpace const& space, KeyView const& keys, IndexView const& permutation, std::size_t n,
                   SortTeamShape shape = {}) {
     if (!start(space, keys, permutation, n)) return;
+    teams_passes(space, keys, permutation, n, shape);
+  }
+
+  // The radix passes of either shape over keys[0, n) carrying `permutation` as it is (the
+  // sort's stable order is that of the permutation's entries for equal keys). Public only as
+  // nvcc allows device lambdas in public member functions only.
+  template <class ExecutionSpace>
+  void blocks_passes(ExecutionSpace const& space, KeyView const& keys, IndexView const& permutation, std::size_t n) {
+    detail::RadixBlocks const blocks = cpu_blocks(space, n);
+    run_passes(
+        space, keys, permutation, blocks,
+        [&](int shift, auto const&... views) { detail::radix_count_blocks(space, views..., blocks, shift); },
+        [&](int shift, auto const&... views) { detail::radix_scatter_blocks(space, views..., blocks, shift); });
+  }
+
+  template <class ExecutionSpace>
+  void teams_passes(ExecutionSpace const& space, KeyView const& keys, IndexView const& permutation, std::size_t n,
+                    SortTeamShape shape) {
     int const team_size = shape.team_size > 0 ? shape.team_size : compat::is_gpu_backend<ExecutionSpace>() ? 64 : 1;
     std::size_t chunk = shape.keys_per_thread;
     if (chunk == 0) {
@@ -482,7 +551,8 @@ class KeySorter {
     detail::RadixBlocks blocks = cpu_blocks(space, n);
     grow_scratch(space, n, detail::radix * blocks.count);
     if (slots_.extent(0) < n)
-      slots_ = IndexView(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kfmm::sort::permutation_slots"), n);
+      slots_ = IndexView(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kfmm::sort::permutation_slots"),
+                         with_slack(n));
     detail::plan_blocked_permutation(space, permutation, permutation_scratch_, slots_, counts_, blocks,
                                      detail::permutation_windows(n, window_shift));
     detail::apply_blocked_permutation_through(space, permutation_scratch_, slots_, particles.pos, n, keys_scratch_);
@@ -496,6 +566,11 @@ class KeySorter {
   IndexView permutation_scratch_;
   IndexView counts_;  // counts_(digit * blocks + block), then their exclusive scan
   IndexView slots_;   // permute_blocked: the slot each destination row reads
+  // sort_presorted: the running maximum, then the moved keys; kept flags; moved keys before
+  // each key; index of each kept key; original index of each moved key.
+  KeyView presort_keys_;
+  Kokkos::View<std::uint8_t*, Memory> presort_kept_;
+  IndexView presort_before_, presort_kept_index_, presort_moved_index_;
 
   static void check_permutation(IndexView const& permutation, std::size_t n) {
     if (permutation.extent(0) < n)
@@ -519,6 +594,12 @@ class KeySorter {
   // Checks the arguments and writes the identity permutation; false when there is nothing to sort.
   template <class ExecutionSpace>
   bool start(ExecutionSpace const& space, KeyView const& keys, IndexView const& permutation, std::size_t n) {
+    check_arguments(keys, permutation, n);
+    detail::radix_iota(space, permutation, n);
+    return n >= 2;
+  }
+
+  static void check_arguments(KeyView const& keys, IndexView const& permutation, std::size_t n) {
     if (keys.extent(0) < n || permutation.extent(0) < n)
       fail("sort_by_key: n = {} exceeds the keys ({}) or permutation ({}) extent; allocate at least n entries", n,
            keys.extent(0), permutation.extent(0));
@@ -526,20 +607,37 @@ class KeySorter {
       fail("sort_by_key: n = {} keys do not fit the {}-byte permutation index (max {}); use a std::size_t "
            "permutation",
            n, sizeof(Index), std::numeric_limits<Index>::max());
-    detail::radix_iota(space, permutation, n);
-    return n >= 2;
   }
+
+  // Scratch is kept between calls and grows with slack, so that a solver whose particle count
+  // drifts a little from step to step does not reallocate.
+  static std::size_t with_slack(std::size_t n) { return n + n / 8 + 16; }
 
   template <class ExecutionSpace>
   void grow_scratch(ExecutionSpace const& space, std::size_t n, std::size_t counts) {
     auto const alloc = [&](std::string const& label) {
       return Kokkos::view_alloc(space, Kokkos::WithoutInitializing, label);
     };
-    if (keys_scratch_.extent(0) < n) keys_scratch_ = KeyView(alloc("kfmm::sort::keys_scratch"), n);
+    if (keys_scratch_.extent(0) < n) keys_scratch_ = KeyView(alloc("kfmm::sort::keys_scratch"), with_slack(n));
     if (counts == 0) return;
     if (permutation_scratch_.extent(0) < n)
-      permutation_scratch_ = IndexView(alloc("kfmm::sort::permutation_scratch"), n);
+      permutation_scratch_ = IndexView(alloc("kfmm::sort::permutation_scratch"), with_slack(n));
     if (counts_.extent(0) < counts) counts_ = IndexView(alloc("kfmm::sort::digit_counts"), counts);
+  }
+
+  template <class ExecutionSpace>
+  void grow_presort_scratch(ExecutionSpace const& space, std::size_t n, std::size_t room) {
+    auto const alloc = [&](std::string const& label) {
+      return Kokkos::view_alloc(space, Kokkos::WithoutInitializing, label);
+    };
+    if (presort_keys_.extent(0) < n) presort_keys_ = KeyView(alloc("kfmm::sort::presort_keys"), with_slack(n));
+    if (presort_kept_.extent(0) < n)
+      presort_kept_ = Kokkos::View<std::uint8_t*, Memory>(alloc("kfmm::sort::presort_kept"), with_slack(n));
+    if (presort_before_.extent(0) < n) presort_before_ = IndexView(alloc("kfmm::sort::presort_before"), with_slack(n));
+    if (presort_kept_index_.extent(0) < n)
+      presort_kept_index_ = IndexView(alloc("kfmm::sort::presort_kept_index"), with_slack(n));
+    if (presort_moved_index_.extent(0) < room)
+      presort_moved_index_ = IndexView(alloc("kfmm::sort::presort_moved_index"), with_slack(room));
   }
 
   // The passes of either shape: count(shift, keys, counts) and scatter(shift, source keys,

@@ -57,8 +57,10 @@ struct Tree {
 
   int num_levels() const { return static_cast<int>(level_offset.size()) - 1; }
 
-  /// Makes room for at least `n` nodes (and child-list entries), keeping the content.
+  /// Makes room for at least `n` nodes (and child-list entries), keeping the content. Grows to a
+  /// quarter more: the node count drifts from step to step, and a node costs a few bytes only.
   void reserve(std::size_t n) {
+    if (code.extent(0) < n) n += n / 4;
     grow_preserving(code, n);
     grow_preserving(particle_begin, n);
     grow_preserving(particle_end, n);

@@ -13,6 +13,18 @@ namespace kfmm {
 
 namespace {
 
+// The walk's lists change length from step to step with the particles: they grow to a quarter
+// more than asked, so that the next steps fit (grow_preserving keeps the content).
+template <class View>
+void grow_lists(View& view, std::size_t n) {
+  if (view.extent(0) < n) grow_preserving(view, n + n / 4);
+}
+
+}  // namespace
+
+
+namespace {
+
 constexpr int max_children = 8;
 
 
@@ -226,8 +238,8 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
       int const groups = open->num_groups;
       if (!fits(static_cast<long long>(groups) * max_children + 1, "child slots", iteration)) continue;
       int const slots = groups * max_children;
-      for (auto& c : counts_) grow_preserving(c, slots + 1);
-      if (relative) grow_preserving(slot_allowance_, slots + 1);
+      for (auto& c : counts_) grow_lists(c, slots + 1);
+      if (relative) grow_lists(slot_allowance_, slots + 1);
       auto const slot_allowance = slot_allowance_;
       // counts_[k] for k = kind: entries of that kind per (group, child slot);
       // counts_[3 + k]: 1 if that (group, slot) has any entry of kind k (becomes a group).
@@ -282,9 +294,9 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
       if (!fit) continue;
       for (int k = 0; k < 3; ++k) {
         PairLists& list = *out[k];
-        grow_preserving(list.target, group_base[k] + group_total[k]);
-        grow_preserving(list.offset, group_base[k] + group_total[k] + 1);
-        grow_preserving(list.source, entry_base[k] + entry_total[k]);
+        grow_lists(list.target, group_base[k] + group_total[k]);
+        grow_lists(list.offset, group_base[k] + group_total[k] + 1);
+        grow_lists(list.source, entry_base[k] + entry_total[k]);
       }
       ScalarView<int> out_target[3] = {m2l.target, p2p.target, next->target};
       ScalarView<int> out_offset[3] = {m2l.offset, p2p.offset, next->offset};

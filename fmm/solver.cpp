@@ -150,10 +150,8 @@ class ForceSolver::Impl {
     } else if (relative()) {
       update_multipole_powers(0);
     }
-    if (static_cast<int>(phi_.extent(0)) < n) {
-      Kokkos::resize(phi_, n);
-      Kokkos::resize(grad_, n);
-    }
+    grow_preserving(phi_, std::size_t(n));
+    grow_preserving(grad_, std::size_t(n));
     // Walk, M2L, L2L + L2P and P2P into phi_ and grad_ (every target particle's values are
     // overwritten by L2P, then P2P adds), then `finish`. The local stages after the last import
     // are agreed in one step on several ranks: the caller's next collective may be anywhere.
@@ -737,9 +735,9 @@ class ForceSolver::Impl {
 
   // carried_ = the first n values of `magnitude` (which may be estimate_ itself).
   void carry_estimate(ScalarView<double> const& magnitude, std::size_t n) {
-    ScalarView<double> copy(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::carried_estimate"), n);
-    Kokkos::deep_copy(space_, copy, Kokkos::subview(magnitude, Kokkos::make_pair(std::size_t(0), n)));
-    carried_ = copy;
+    grow_preserving(carried_, n);
+    auto const range = Kokkos::make_pair(std::size_t(0), n);
+    Kokkos::deep_copy(space_, Kokkos::subview(carried_, range), Kokkos::subview(magnitude, range));
   }
 
   // Keeps |acceleration| and the ids of the first n particles for the next call.
@@ -873,7 +871,7 @@ class ForceSolver::Impl {
   // per-rank sums give the load imbalance of this evaluation.
   void measure_costs(int n) {
     measure_leaf_costs();
-    if (static_cast<int>(costs_.extent(0)) < n) Kokkos::resize(costs_, n);
+    grow_preserving(costs_, std::size_t(n));
     auto const cost = leaf_cost_;
     auto const pbegin = tree_.particle_begin;
     auto const pend = tree_.particle_end;
@@ -903,7 +901,7 @@ class ForceSolver::Impl {
   // leaf_cost_ = each target leaf's cost in P2P pairs over the last evaluation's lists.
   void measure_leaf_costs() {
     double const m2l_cost = m2l_cost_in_pairs(config_.order);
-    if (static_cast<int>(leaf_cost_.extent(0)) < tree_.num_nodes) Kokkos::resize(leaf_cost_, tree_.num_nodes);
+    grow_preserving(leaf_cost_, std::size_t(tree_.num_nodes));
     Kokkos::deep_copy(space_, leaf_cost_, 0.0);
     auto cost = leaf_cost_;
     auto const pbegin = tree_.particle_begin;
@@ -945,16 +943,18 @@ class ForceSolver::Impl {
     if (static_cast<int>(keys_.extent(0)) < n) Kokkos::resize(keys_, n + n / 4);
     if (static_cast<int>(permutation_.extent(0)) < n) Kokkos::resize(permutation_, n + n / 4);
     compute_keys(space_, cube, particles.pos, n, keys_);
-    sorter_.sort(space_, keys_, permutation_, n);
+    // Particles already in key order (e.g. re-evaluated at the same positions) stay as they are.
+    if (!sorter_.sort(space_, keys_, permutation_, n)) return;
     sorter_.permute(space_, particles, permutation_);
     if (carry) {
-      ScalarView<double> sorted(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::carried_estimate"), n);
+      grow_preserving(carried_spare_, std::size_t(n));
+      auto const sorted = carried_spare_;
       auto const values = carried_;
       auto const perm = permutation_;
       Kokkos::parallel_for(
           "kfmm::solver::permute_estimate", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, n),
           KOKKOS_LAMBDA(int i) { sorted(i) = values(perm(i)); });
-      carried_ = sorted;
+      std::swap(carried_, carried_spare_);
     }
   }
 
@@ -990,7 +990,7 @@ class ForceSolver::Impl {
 
   // Keeps a copy of `weights` (num entries) as the weights of the next decomposition.
   void use_cost_weights(ScalarView<double> const& weights, std::size_t num) {
-    if (costs_.extent(0) < num) Kokkos::resize(costs_, num);
+    grow_preserving(costs_, num);
     Kokkos::deep_copy(space_, Kokkos::subview(costs_, Kokkos::make_pair(std::size_t(0), num)),
                       Kokkos::subview(weights, Kokkos::make_pair(std::size_t(0), num)));
     weights_count_ = num;
@@ -1053,6 +1053,7 @@ class ForceSolver::Impl {
   bool have_estimate_ = false;
   bool statistics_ = false;  // gather the global figures of stats_ (collectives on every call)
   ScalarView<double> carried_{"kfmm::solver::carried_estimate", 0};
+  ScalarView<double> carried_spare_{"kfmm::solver::carried_estimate", 0};  ///< sort_locally's target, swapped in
   PairLists m2l_, p2p_;
   DistributedTree distributed_;
   ScalarView<double> leaf_cost_{"kfmm::solver::leaf_cost", 0};

@@ -54,6 +54,19 @@ TEST(MemoryAccounting, GroupsCurrentBytesByLabel) {
   EXPECT_EQ(labels[1], (std::pair<std::string, std::uint64_t>{"kfmm::test::same", 1200}));
 }
 
+TEST(MemoryAccounting, LogsEveryAllocationInOrder) {
+  kfmm::MemoryAccounting accounting;
+  accounting.clear_allocation_log();
+  { Kokkos::View<double*, kfmm::MemorySpace> a("kfmm::test::first", 10); }
+  Kokkos::View<int*, kfmm::MemorySpace> b("kfmm::test::second", 4);
+  auto const log = accounting.allocation_log();
+  ASSERT_EQ(log.size(), 2u);
+  EXPECT_EQ(log[0], (std::pair<std::string, std::uint64_t>{"kfmm::test::first", 80}));
+  EXPECT_EQ(log[1], (std::pair<std::string, std::uint64_t>{"kfmm::test::second", 16}));
+  accounting.clear_allocation_log();
+  EXPECT_TRUE(accounting.allocation_log().empty());
+}
+
 TEST(MemoryAccounting, PeakOfTheSumAcrossSpacesIsNotTheSumOfPeaks) {
   kfmm::MemoryAccounting accounting;
   std::uint64_t const base = accounting.current_bytes();

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace {
@@ -342,3 +343,84 @@ TEST(Sort, LargeSorterPermuteMatchesPermute) {
     ASSERT_EQ(a.vel(i, 2), -double(order[i]) - 2);
   }
 }
+
+namespace {
+
+// Sorted keys disturbed a little: `moves` keys swapped with one up to `reach` places further,
+// and runs of equal keys (ties must stay in index order).
+std::vector<std::uint64_t> nearly_sorted_keys(std::size_t n, std::size_t moves, std::size_t reach, std::uint64_t seed) {
+  auto keys = random_keys(n, 0xfffffffull, seed);
+  std::sort(keys.begin(), keys.end());
+  for (std::size_t i = 0; i + 3 < n; i += 97) keys[i + 1] = keys[i + 2] = keys[i];  // ties
+  std::mt19937_64 random(seed + 1);
+  for (std::size_t k = 0; k < moves && n > 1; ++k) {
+    std::size_t const i = random() % n;
+    std::size_t const j = std::min(n - 1, i + random() % (reach + 1));
+    std::swap(keys[i], keys[j]);
+  }
+  return keys;
+}
+
+// Checks keys and permutation against std::stable_sort.
+void expect_stable_order(std::vector<std::uint64_t> const& keys, Keys const& view,
+                         Kokkos::View<std::uint32_t*, kfmm::MemorySpace> const& permutation) {
+  std::vector<std::size_t> order(keys.size());
+  std::iota(order.begin(), order.end(), std::size_t(0));
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return keys[a] < keys[b]; });
+  auto const sorted = to_vector(view);
+  auto const got = to_vector(permutation);
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    ASSERT_EQ(got[i], order[i]) << "position " << i << " of " << keys.size();
+    ASSERT_EQ(sorted[i], keys[order[i]]) << "position " << i;
+  }
+}
+
+// KeySorter::sort() against std::stable_sort; returns its answer (false: the keys were sorted).
+bool sort_like_stable_sort(kfmm::KeySorter<kfmm::MemorySpace>& sorter, std::vector<std::uint64_t> const& keys) {
+  Keys view = to_view(keys);
+  Kokkos::View<std::uint32_t*, kfmm::MemorySpace> permutation("permutation", keys.size());
+  bool const moved = sorter.sort(kfmm::ExecutionSpace(), view, permutation, keys.size());
+  expect_stable_order(keys, view, permutation);
+  return moved;
+}
+
+TEST(Sort, SortedKeysAreDetectedAndLeftAsTheyAre) {
+  kfmm::KeySorter<kfmm::MemorySpace> sorter;
+  auto keys = nearly_sorted_keys(50000, 0, 0, 3);
+  EXPECT_FALSE(sort_like_stable_sort(sorter, keys));  // identity: nothing to permute
+  keys[100] = keys[50000 - 1] + 1;
+  EXPECT_TRUE(sort_like_stable_sort(sorter, keys));
+  EXPECT_TRUE(sort_like_stable_sort(sorter, nearly_sorted_keys(30000, 3000, 30000, 6)));  // many moved: radix
+}
+
+// The presort path (the few moved keys sorted alone and merged) gives the stable sort, for
+// moves near and far, ties, a moved key at either end and sizes around its limits; when it
+// declines (too many keys out of place) the keys are untouched.
+TEST(Sort, PresortPathMatchesStableSort) {
+  kfmm::KeySorter<kfmm::MemorySpace> sorter;
+  kfmm::ExecutionSpace space;
+  auto check = [&](std::vector<std::uint64_t> const& keys, bool must_accept, std::string const& what) {
+    Keys view = to_view(keys);
+    Kokkos::View<std::uint32_t*, kfmm::MemorySpace> permutation("permutation", keys.size());
+    bool const accepted = sorter.sort_presorted(space, view, permutation, keys.size());
+    if (must_accept) EXPECT_TRUE(accepted) << what;
+    if (accepted)
+      expect_stable_order(keys, view, permutation);
+    else
+      EXPECT_EQ(to_vector(view), keys) << what;
+  };
+  for (std::size_t n : {std::size_t(2), std::size_t(3), std::size_t(17), std::size_t(1000), std::size_t(50000)})
+    for (std::size_t moves : {std::size_t(1), std::size_t(5), n / 200 + 1})
+      for (std::size_t reach : {std::size_t(1), std::size_t(40), n})
+        check(nearly_sorted_keys(n, moves, reach, n + moves + reach), reach <= 40,
+              "n " + std::to_string(n) + ", moves " + std::to_string(moves) + ", reach " + std::to_string(reach));
+  auto keys = nearly_sorted_keys(5000, 0, 0, 8);
+  std::rotate(keys.begin(), keys.begin() + 1, keys.end());  // the smallest key last
+  check(keys, false, "smallest key last");  // every other key is out of place against it
+  std::rotate(keys.begin(), keys.end() - 2, keys.end());  // the largest keys first
+  check(keys, false, "largest keys first");
+  std::rotate(keys.begin(), keys.begin() + 2500, keys.end());  // half the keys out of place
+  check(keys, false, "rotated by half");
+}
+
+}  // namespace

@@ -3,6 +3,7 @@
 // same bits as with new domains at every evaluation, and a load that no longer balances gets
 // new domains.
 #include <kfmm/comm/initial_conditions.hpp>
+#include "drifting_clumps.hpp"
 #include <kfmm/fmm/solver.hpp>
 
 #include <gtest/gtest.h>
@@ -17,13 +18,7 @@ class KeptDomainsTest : public testing::Test {
  protected:
   Context world;
 
-  Particles<MemorySpace> make(std::uint64_t n) {
-    ICOptions options;
-    options.kind = ICKind::GaussianClumps;
-    options.n_total = n;
-    options.seed = 5;
-    return to_device(make_initial_conditions(world, options));
-  }
+  Particles<MemorySpace> make(std::uint64_t n) { return test::clumps(world, n, 5); }
 
   // Results of `a` and `b` on `particles` (input order), compared bit for bit.
   void expect_same_forces(ForceSolver& a, ForceSolver& b, Particles<MemorySpace> const& particles,
@@ -44,17 +39,9 @@ class KeptDomainsTest : public testing::Test {
 
 };
 
-// Device lambdas live in free functions (nvcc's extended-lambda rule).
-// Moves every particle by dt × its velocity (some cross the domain boundaries).
-void drift(Particles<MemorySpace>& particles, double dt) {
-  auto const pos = particles.pos;
-  auto const vel = particles.vel;
-  Kokkos::parallel_for(
-      "test::drift", Kokkos::RangePolicy<ExecutionSpace>(0, particles.num), KOKKOS_LAMBDA(std::size_t i) {
-        for (int d = 0; d < 3; ++d) pos(i, d) += dt * vel(i, d);
-      });
-}
+using test::drift;  // some particles cross the domain boundaries
 
+// Device lambdas live in free functions (nvcc's extended-lambda rule).
 // Every other particle onto one point: whoever owns that point would hold about half of all.
 void gather_half(Particles<MemorySpace>& particles) {
   auto const pos = particles.pos;
