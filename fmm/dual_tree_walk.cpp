@@ -5,6 +5,7 @@
 
 #include <kfmm/core/format.hpp>
 
+#include <cfloat>
 #include <cstdlib>
 #include <limits>
 #include <string>
@@ -62,6 +63,13 @@ struct WalkView {
   bool relative;
   bool harmonic;  // multipole_power given
   double coherence_floor;  // OpeningTest::coherence_floor
+  static constexpr int max_terms = 10;  // p + 2 for p ≤ 8
+  // C(order + 1, n), set on the host: a per-pair update binomial·(q − n)/(n + 1) would put a
+  // chain of dependent divisions into every estimate.
+  double binomial[max_terms];
+  // Per source node, C(q, n) T_n in absolute units (set by set_coefficients for the nodes a
+  // level tests): the estimate of a pair is then one product per term.
+  Kokkos::View<double* [max_terms], Kokkos::LayoutRight, MemorySpace> coefficient;
 
   KOKKOS_INLINE_FUNCTION int num_children(int node) const {
     return (flags(node) & node_leaf) ? 1 : cend(node) - cbegin(node);
@@ -73,36 +81,57 @@ struct WalkView {
   struct Target {
     int node, flags;
     double x, y, z, radius, allowed;
+    double radius_power[max_terms];  // relative criterion: radius^k, k = 0 … p + 1
   };
   KOKKOS_INLINE_FUNCTION Target target(int a) const {
     int const f = flags(a);
-    return {a, f, centre(a, 0), centre(a, 1), centre(a, 2), radius(a),
-            relative && !(f & (node_remote | node_idle)) ? allowed(a) : 0.0};
+    Target t{a, f, centre(a, 0), centre(a, 1), centre(a, 2), radius(a),
+             relative && !(f & (node_remote | node_idle)) ? allowed(a) : 0.0, {}};
+    if (relative) {
+      t.radius_power[0] = 1;
+      for (int k = 1; k <= order + 1; ++k) t.radius_power[k] = t.radius_power[k - 1] * t.radius;
+    }
+    return t;
   }
-  // The relative criterion's estimate of the M2L error per unit G (OpeningTest) times d², every
-  // length divided by d: the largest of the terms C(p+1, n) T_n (r_a/d)^(p+1−n) / d^n.
-  KOKKOS_INLINE_FUNCTION double error_estimate(Target const& a, int b, double d2) const {
-    constexpr int max_terms = 10;  // p + 2 for p ≤ 8
-    double const inv_d = 1.0 / compat::math::sqrt(d2);
-    double const ra = a.radius * inv_d, sb = scale(b) * inv_d, pb = power_radius(b) * inv_d;
-    double const m = mass(b);
+  // C(q, n) T_n of source node b (q = p + 1): T_0 = M_B, T_n = H_n (B's harmonic multipole
+  // power) for 1 ≤ n ≤ p, T_q = M_B s_B^q (s_B its power radius); without powers M_B s_B^n.
+  KOKKOS_INLINE_FUNCTION void set_coefficients(int b) const {
     int const q = order + 1;
-    double ra_power[max_terms];  // ra_power[k] = (r_a/d)^k
-    ra_power[0] = 1;
-    for (int k = 1; k <= q; ++k) ra_power[k] = ra_power[k - 1] * ra;
-    double e = 0, binomial = 1, sb_n = 1, pb_n = 1;
+    double const m = mass(b), s = scale(b), pb = power_radius(b);
+    double s_n = 1, pb_n = 1;
     for (int n = 0; n <= q; ++n) {
-      double const T = n == 0 || n == q || !harmonic ? m * pb_n : multipole_power(b, n) * sb_n;
-      double const term = binomial * T * ra_power[q - n];
-      e = term > e ? term : e;
-      binomial = binomial * (q - n) / (n + 1);
-      sb_n *= sb;
+      double const T = n == 0 || n == q || !harmonic ? m * pb_n : multipole_power(b, n) * s_n;
+      coefficient(b, n) = binomial[n] * T;
+      s_n *= s;
       pb_n *= pb;
     }
-    return e;
   }
-  KOKKOS_INLINE_FUNCTION bool error_allowed(Target const& a, int b, double d2) const {
-    return !relative || error_estimate(a, b, d2) <= a.allowed * d2;
+  // The relative criterion's estimate of the M2L error per unit G (OpeningTest) times d², every
+  // length divided by d: the largest of the terms C(p+1, n) T_n r_a^(p+1−n) / d^(p+1).
+  KOKKOS_INLINE_FUNCTION double error_estimate(Target const& a, int b, double d2) const {
+    int const q = order + 1;
+    double e = 0;
+    for (int n = 0; n <= q; ++n) {
+      double const term = coefficient(b, n) * a.radius_power[q - n];
+      e = term > e ? term : e;
+    }
+    double inv_dq = 1;  // d^−q
+    double const inv_d2 = 1.0 / d2;
+    for (int k = 2; k <= q; k += 2) inv_dq *= inv_d2;
+    if (q % 2) inv_dq *= compat::math::sqrt(inv_d2);
+    return e * inv_dq;
+  }
+  // r = r_a + r_b. Every term is at most M_B ((r_a + r_b)/d)^(p+1) (each source moment is at most
+  // M_B r_b^n; the binomial sum), so a pair under that bound passes without the estimate.
+  KOKKOS_INLINE_FUNCTION bool error_allowed(Target const& a, int b, double d2, double r) const {
+    if (!relative) return true;
+    double const limit = a.allowed * d2;
+    double const rho2 = r * r / d2;
+    double bound = mass(b);
+    for (int k = 2; k <= order + 1; k += 2) bound *= rho2;
+    if ((order + 1) % 2) bound *= compat::math::sqrt(rho2);
+    if (bound <= limit) return true;
+    return error_estimate(a, b, d2) <= limit;
   }
   // `a` with its allowance divided by max(c, coherence_floor), where c is the coherence of its
   // candidate sources' errors: over the candidates b that pass the angle test (the children of
@@ -158,7 +187,7 @@ struct WalkView {
       // The spline kernel is piecewise: its Taylor series only converges for pairs whose
       // every distance lies beyond the softening support.
       bool const beyond_reach = kernel_reach == 0.0 || compat::math::sqrt(d2) - r >= kernel_reach;
-      if (r * r < theta * theta * d2 && beyond_reach && error_allowed(a, b, d2)) return pair_m2l;
+      if (r * r < theta * theta * d2 && beyond_reach && error_allowed(a, b, d2, r)) return pair_m2l;
     }
     if ((a.flags & node_leaf) && (fb & node_leaf)) return pair_p2p;
     return pair_open;
@@ -215,6 +244,10 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
     open->num_groups = open->num_entries = 0;
     return false;
   };
+  if (test.allowed.extent(0) > 0) {  // coefficients of this walk's nodes: none yet
+    grow_preserving(coefficient_ready_, tree.num_nodes);
+    Kokkos::deep_copy(space, coefficient_ready_, 0);
+  }
   for (int iteration = 0;; ++iteration) {
     bool const more =
         import_children ? import_children(open->source, open->num_entries, overflow) : open->num_groups > 0;
@@ -230,11 +263,16 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
       if (harmonic && (power.extent(0) < std::size_t(tree.num_nodes) || int(power.extent(1)) != test.order + 1))
         fail("DualTreeWalk: multipole powers for {} nodes of degree ≤ {}, need {} nodes of degree ≤ {}",
              power.extent(0), int(power.extent(1)) - 1, tree.num_nodes, test.order);
-      WalkView const w{tree.child_begin,     tree.child_end,   tree.child_index, geometry.flags,
+      if (relative) grow_preserving(coefficient_, tree.num_nodes);
+      WalkView w{tree.child_begin,     tree.child_end,   tree.child_index, geometry.flags,
                        geometry.centre,      geometry.radius,  geometry.mass,    test.allowed,
                        geometry.power_radius, geometry.scale,  power,            test.theta,
                        test.kernel_reach,    test.order,       relative,         harmonic,
-                       test.coherence_floor};
+                       test.coherence_floor, {},              coefficient_};
+      for (int n = 0, c = 1; n < WalkView::max_terms; ++n) {
+        w.binomial[n] = n <= test.order + 1 ? c : 0;
+        c = n < test.order + 1 ? c * (test.order + 1 - n) / (n + 1) : 0;
+      }
       int const groups = open->num_groups;
       if (!fits(static_cast<long long>(groups) * max_children + 1, "child slots", iteration)) continue;
       int const slots = groups * max_children;
@@ -249,8 +287,26 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
       auto const offset = open->offset;
       auto const source = open->source;
       bool const first = iteration == 0;
+      if (relative) {
+        // The estimate's coefficients of the sources this level tests (their powers are set:
+        // ImportChildren computed them), each node once per walk.
+        grow_preserving(coefficient_ready_, tree.num_nodes);
+        auto const ready = coefficient_ready_;
+        Kokkos::parallel_for(
+            "kfmm::fmm::walk::coefficients", Kokkos::RangePolicy<ExecutionSpace>(space, 0, open->num_entries),
+            KOKKOS_LAMBDA(int e) {
+              int const B = source(e);
+              int const nb = first ? 1 : w.num_children(B);
+              for (int jb = 0; jb < nb; ++jb) {
+                int const b = first ? B : w.child(B, jb);
+                if (ready(b)) continue;
+                w.set_coefficients(b);  // racing threads write the same values
+                ready(b) = 1;
+              }
+            });
+      }
       Kokkos::parallel_for(
-          "kfmm::fmm::walk::count", Kokkos::RangePolicy<ExecutionSpace>(space, 0, groups), KOKKOS_LAMBDA(int g) {
+          "kfmm::fmm::walk::count", Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, groups), KOKKOS_LAMBDA(int g) {
             int const A = target(g);
             // The root pair is tested as is; afterwards pairs are opened into their children.
             int const na = first ? 1 : w.num_children(A);
@@ -302,7 +358,7 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
       ScalarView<int> out_offset[3] = {m2l.offset, p2p.offset, next->offset};
       ScalarView<int> out_source[3] = {m2l.source, p2p.source, next->source};
       Kokkos::parallel_for(
-          "kfmm::fmm::walk::fill", Kokkos::RangePolicy<ExecutionSpace>(space, 0, groups), KOKKOS_LAMBDA(int g) {
+          "kfmm::fmm::walk::fill", Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, groups), KOKKOS_LAMBDA(int g) {
             int const A = target(g);
             int const na = first ? 1 : w.num_children(A);
             for (int j = 0; j < na; ++j) {

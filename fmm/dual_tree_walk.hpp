@@ -91,6 +91,10 @@ class DualTreeWalk {
   PairLists open_[2];
   ScalarView<int> counts_[6];
   ScalarView<double> slot_allowance_;  ///< relative criterion: each (group, child slot)'s allowance, from count to fill
+  /// relative criterion: per source node, C(p+1, n) T_n of the error estimate (n = 0 … p+1),
+  /// filled for the nodes a level tests, once per walk (`coefficient_ready_`)
+  Kokkos::View<double* [10], Kokkos::LayoutRight, MemorySpace> coefficient_;  // p + 2 ≤ 10 terms
+  ScalarView<int> coefficient_ready_;
   long long index_limit_ = index_limit_from_environment();
 };
 

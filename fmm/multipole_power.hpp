@@ -21,27 +21,22 @@
 
 namespace kfmm {
 
-namespace detail {
-KOKKOS_INLINE_FUNCTION double factorial_of(int n) {
-  double f = 1.0;
-  for (int q = 2; q <= n; ++q) f *= q;
-  return f;
-}
-}  // namespace detail
-
 /// \brief H_n / s^n for n = 0 … P from the scaled moments M̃_α = Σ m (x/s)^α / α! of
 /// expansion.hpp (layout of multi_index.hpp): H[0] is the mass, H[1] the dipole's length.
 /// Rounding can make a tiny H_n² negative; it is then taken as 0.
 template <int P, class Real>
 KOKKOS_INLINE_FUNCTION void harmonic_power(Real const* M, double* H) {
-  using detail::factorial_of;
+  // Factorials up to (2P)! once (exact in double), not a loop per use in the inner sums.
+  double factorial[2 * P + 1];
+  factorial[0] = 1;
+  for (int q = 1; q <= 2 * P; ++q) factorial[q] = factorial[q - 1] * q;
   for (int n = 0; n <= P; ++n) {
     double h2 = 0;
     for (int k = 0; 2 * k <= n; ++k) {
       int const rank = n - 2 * k;
       // a_{n,k} = (−1)^k (2n − 2k)! / (2^n k! (n − k)! (n − 2k)!)
-      double const a = (k % 2 ? -1.0 : 1.0) * factorial_of(2 * n - 2 * k) /
-                       (double(1 << n) * factorial_of(k) * factorial_of(n - k) * factorial_of(rank));
+      double const a = (k % 2 ? -1.0 : 1.0) * factorial[2 * n - 2 * k] /
+                       (double(1 << n) * factorial[k] * factorial[n - k] * factorial[rank]);
       double norm2 = 0;
       for (int ma = rank; ma >= 0; --ma)
         for (int mb = rank - ma; mb >= 0; --mb) {
@@ -52,11 +47,11 @@ KOKKOS_INLINE_FUNCTION void harmonic_power(Real const* M, double* H) {
             for (int qb = k - qa; qb >= 0; --qb) {
               int const qc = k - qa - qb;
               int const ea = ma + 2 * qa, eb = mb + 2 * qb, ec = mc + 2 * qc;
-              double const R = double(M[flat_index(ea, eb, ec)]) * factorial_of(ea) * factorial_of(eb) *
-                               factorial_of(ec);
-              c += factorial_of(k) / (factorial_of(qa) * factorial_of(qb) * factorial_of(qc)) * R;
+              double const R = double(M[flat_index(ea, eb, ec)]) * factorial[ea] * factorial[eb] *
+                               factorial[ec];
+              c += factorial[k] / (factorial[qa] * factorial[qb] * factorial[qc]) * R;
             }
-          norm2 += factorial_of(rank) / (factorial_of(ma) * factorial_of(mb) * factorial_of(mc)) * c * c;
+          norm2 += factorial[rank] / (factorial[ma] * factorial[mb] * factorial[mc]) * c * c;
         }
       h2 += a * norm2;
     }
