@@ -108,9 +108,10 @@ Kokkos::View<T*, Space, Kokkos::MemoryUnmanaged> typed_buffer(int which, std::si
 /// free functions because nvcc allows device lambdas only there and in public member functions.
 template <class ExecutionSpace, class Source, class Order, class Buffer>
 void pack_rows(ExecutionSpace const& space, Source const& source, Order const& order, bool forward,
-               std::size_t width, std::size_t count, Buffer const& send) {
+               std::size_t width, std::size_t begin, std::size_t end, Buffer const& send) {
+  if (end <= begin) return;
   Kokkos::parallel_for(
-      "kfmm::exchange_plan::pack", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count), KOKKOS_LAMBDA(std::size_t j) {
+      "kfmm::exchange_plan::pack", Kokkos::RangePolicy<ExecutionSpace>(space, begin, end), KOKKOS_LAMBDA(std::size_t j) {
         std::size_t const row = forward ? order(j) : j;
         for (std::size_t c = 0; c < width; ++c) send(j * width + c) = element(source, row, c);
       });
@@ -119,13 +120,39 @@ void pack_rows(ExecutionSpace const& space, Source const& source, Order const& o
 /// Forward: received slot i is row i; reverse: received slot i lands on element order(i).
 template <class ExecutionSpace, class Target, class Order, class Buffer>
 void unpack_rows(ExecutionSpace const& space, Buffer const& recv, Order const& order, bool forward,
-                 std::size_t width, std::size_t count, Target const& target) {
+                 std::size_t width, std::size_t begin, std::size_t end, Target const& target) {
+  if (end <= begin) return;
   Kokkos::parallel_for(
-      "kfmm::exchange_plan::unpack", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count),
+      "kfmm::exchange_plan::unpack", Kokkos::RangePolicy<ExecutionSpace>(space, begin, end),
       KOKKOS_LAMBDA(std::size_t i) {
         std::size_t const row = forward ? i : order(i);
         for (std::size_t c = 0; c < width; ++c) element(target, row, c) = recv(i * width + c);
       });
+}
+
+/// Rows [source_begin, source_begin + count) of `source` into rows from `target_begin` of
+/// `target` (two Views that do not overlap).
+template <class ExecutionSpace, class Source, class Target>
+void copy_rows(ExecutionSpace const& space, Source const& source, std::size_t source_begin, Target const& target,
+               std::size_t target_begin, std::size_t width, std::size_t count) {
+  Kokkos::parallel_for(
+      "kfmm::exchange_plan::self_rows", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count),
+      KOKKOS_LAMBDA(std::size_t j) {
+        for (std::size_t c = 0; c < width; ++c) element(target, target_begin + j, c) = element(source, source_begin + j, c);
+      });
+}
+
+/// Whether two Views are the same rows in memory (1), lie apart (0), or overlap otherwise (−1).
+template <class A, class B>
+int aliasing(A const& a, B const& b) {
+  auto const* a0 = reinterpret_cast<char const*>(a.data());
+  auto const* b0 = reinterpret_cast<char const*>(b.data());
+  std::size_t const a_bytes = a.span() * sizeof(typename A::value_type);
+  std::size_t const b_bytes = b.span() * sizeof(typename B::value_type);
+  if (a_bytes == 0 || b_bytes == 0 || a0 + a_bytes <= b0 || b0 + b_bytes <= a0) return 0;
+  bool same = a0 == b0 && a.extent(0) == b.extent(0) && a.span() == b.span();
+  for (int r = 0; same && r < int(A::rank); ++r) same = a.stride(r) == b.stride(r);
+  return same ? 1 : -1;
 }
 
 }  // namespace detail
@@ -232,6 +259,12 @@ class ExchangePlan {
     }
     counts_.send_offsets = detail::offsets_of(counts_.send_counts);
     counts_.recv_offsets = detail::offsets_of(counts_.recv_counts);
+    // The rows that stay on this rank, when they are one ascending run of elements (particles
+    // sorted by key and cut into key ranges): exchanges copy them directly, or not at all.
+    std::size_t const self_begin = counts_.send_offsets[rank_], self_end = counts_.send_offsets[rank_ + 1];
+    bool run = self_end > self_begin;
+    for (std::size_t j = self_begin + 1; run && j < self_end; ++j) run = order[j] == order[j - 1] + 1;
+    self_first_ = run ? order[self_begin] : no_run;
     Kokkos::View<std::size_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> order_host(order.data(), order.size());
     export_order_ = Kokkos::View<std::size_t*, Memory>(
         Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::exchange_plan::export_order"), order.size());
@@ -315,6 +348,8 @@ class ExchangePlan {
   bool counts_only_ = false;
   mutable std::size_t bytes_sent_ = 0;
   mutable std::size_t bytes_received_ = 0;
+  static constexpr std::size_t no_run = std::size_t(-1);
+  std::size_t self_first_ = no_run;  // the first element of the self rows' run, if they form one
 
   template <class View>
   static void check_rows(View const& view, std::size_t rows, char const* what) {
@@ -369,12 +404,26 @@ class ExchangePlan {
     // exchanged in place stays safe: all rows are packed before any is written.
     auto const send = detail::typed_buffer<T, Memory>(0, num_send * width);
     auto const recv = detail::typed_buffer<T, Memory>(1, num_recv * width);
-    detail::pack_rows(space, source, order, forward, width, num_send, send);
-
     int const self = rank_;
-    auto const self_send = Kokkos::make_pair(counts.send_offsets[self] * width, counts.send_offsets[self + 1] * width);
-    auto const self_recv = Kokkos::make_pair(counts.recv_offsets[self] * width, counts.recv_offsets[self + 1] * width);
-    Kokkos::deep_copy(space, Kokkos::subview(recv, self_recv), Kokkos::subview(send, self_send));
+    std::size_t const send_self = counts.send_offsets[self], send_self_end = counts.send_offsets[self + 1];
+    std::size_t const recv_self = counts.recv_offsets[self], recv_self_end = counts.recv_offsets[self + 1];
+    auto const self_send = Kokkos::make_pair(send_self * width, send_self_end * width);
+    auto const self_recv = Kokkos::make_pair(recv_self * width, recv_self_end * width);
+    // Self rows that form a run go straight from source to target (in place: they stay where
+    // they are when the run starts at the same row on both sides); otherwise through the buffers.
+    std::size_t const source_first = forward ? self_first_ : send_self;
+    std::size_t const target_first = forward ? recv_self : self_first_;
+    int const alias = detail::aliasing(source, target);
+    bool const direct = self_first_ != no_run && (alias == 0 || (alias == 1 && source_first == target_first));
+    if (direct) {
+      detail::pack_rows(space, source, order, forward, width, 0, send_self, send);
+      detail::pack_rows(space, source, order, forward, width, send_self_end, num_send, send);
+      if (alias == 0)
+        detail::copy_rows(space, source, source_first, target, target_first, width, send_self_end - send_self);
+    } else {
+      detail::pack_rows(space, source, order, forward, width, 0, num_send, send);
+      Kokkos::deep_copy(space, Kokkos::subview(recv, self_recv), Kokkos::subview(send, self_send));
+    }
 
     bytes_sent_ = (num_send * width - (self_send.second - self_send.first)) * sizeof(T);
     bytes_received_ = (num_recv * width - (self_recv.second - self_recv.first)) * sizeof(T);
@@ -396,7 +445,12 @@ class ExchangePlan {
       copy_remote_rows(recv, recv_host, width, num_recv, counts.recv_offsets[self], counts.recv_offsets[self + 1]);
     }
 
-    detail::unpack_rows(space, recv, order, forward, width, num_recv, target);
+    if (direct) {
+      detail::unpack_rows(space, recv, order, forward, width, 0, recv_self, target);
+      detail::unpack_rows(space, recv, order, forward, width, recv_self_end, num_recv, target);
+    } else {
+      detail::unpack_rows(space, recv, order, forward, width, 0, num_recv, target);
+    }
     compat::fence(space, "kfmm::exchange_plan (imports unpacked)");
   }
 };

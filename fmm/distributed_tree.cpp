@@ -487,9 +487,13 @@ void DistributedTree::decompose(ExecutionSpace const& space, Context const& cont
     grow_preserving(permutation_, n);
     compute_keys(space, cube, particles.pos, n, keys);
     // Sorting first lets cells be counted by binary search (and the sample sort pick quantiles).
-    sorter_.sort(space, keys, permutation_, n);
-    sorter_.permute(space, particles, permutation_);
-    if (carried != nullptr) {
+    // Particles that come in the key order of the last call (the common case: compute() leaves
+    // them sorted on their owners) need no permutation.
+    bool const moved = sorter_.sort(space, keys, permutation_, n);
+    if (moved) sorter_.permute(space, particles, permutation_);
+    if (carried != nullptr && !moved) {
+      sorted_carried = *carried;
+    } else if (carried != nullptr) {
       sorted_carried = ScalarView<double>("kfmm::distributed::carried", n);
       auto const values = *carried;
       auto const perm = permutation_;
@@ -497,7 +501,9 @@ void DistributedTree::decompose(ExecutionSpace const& space, Context const& cont
           "kfmm::distributed::permute_carried", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
           KOKKOS_LAMBDA(std::size_t i) { sorted_carried(i) = values(perm(i)); });
     }
-    if (cost_count_ == n && n > 0) {
+    if (cost_count_ == n && n > 0 && !moved) {
+      weights = costs_;
+    } else if (cost_count_ == n && n > 0) {
       ScalarView<double> sorted_costs("kfmm::distributed::costs", n);
       auto const costs = costs_;
       auto const perm = permutation_;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -77,7 +78,68 @@ class ExchangePlanTest : public testing::Test {
       for (int k = 0; k < 5; ++k) ASSERT_EQ(returned_wide(i, k), dropped ? 0.0f : wide_host(i, k)) << i;
     }
   }
+
+  // Exchanges labels and (n, 3) positions in place (the same View as exports and imports, as
+  // redistribute() does) and checks them against the exchange into new Views.
+  template <class Destination, class Count>
+  void check_in_place(Destination destination, Count count) {
+    std::size_t const n = count(rank);
+    std::vector<int> destinations(n);
+    for (std::size_t i = 0; i < n; ++i) destinations[i] = destination(rank, i);
+    ExchangePlan<Memory> const plan(context, device_view(destinations, "destinations"), n);
+    std::size_t const rows = std::max(n, plan.num_import());
+    Kokkos::View<std::uint64_t*, Memory> labels("labels", rows);
+    kfmm::Vec3View<double, Memory> positions("positions", rows);
+    auto labels_host = Kokkos::create_mirror_view(labels);
+    auto positions_host = Kokkos::create_mirror_view(positions);
+    for (std::size_t i = 0; i < n; ++i) {
+      labels_host(i) = label(rank, i);
+      for (int k = 0; k < 3; ++k) positions_host(i, k) = 0.5 * double(labels_host(i)) + k;
+    }
+    Kokkos::deep_copy(labels, labels_host);
+    Kokkos::deep_copy(positions, positions_host);
+    auto const expected_labels = on_host(plan.exchange(labels));
+    auto const expected_positions = on_host(plan.exchange(positions));
+    plan.exchange(labels, labels);
+    plan.exchange(positions, positions);
+    auto const got_labels = on_host(labels);
+    auto const got_positions = on_host(positions);
+    for (std::size_t j = 0; j < plan.num_import(); ++j) {
+      ASSERT_EQ(got_labels(j), expected_labels(j)) << "import " << j;
+      for (int k = 0; k < 3; ++k) ASSERT_EQ(got_positions(j, k), expected_positions(j, k)) << "import " << j;
+    }
+    // And back, in place too: every element returns to its row.
+    plan.reverse(labels, labels);
+    auto const back = on_host(labels);
+    for (std::size_t i = 0; i < n; ++i)
+      if (destinations[i] >= 0) ASSERT_EQ(back(i), label(rank, i)) << "element " << i;
+  }
 };
+
+// Element i of rank s goes to rank ⌊i·R/n_s⌋ (shifted by `shift`): every rank sends one
+// ascending run to each rank, its own included (as particles sorted by key and cut into key
+// ranges are), so the rows that stay are copied directly or left in place.
+int block_destination(int s, std::size_t i, int ranks, int shift, std::size_t (*count)(int)) {
+  return int((i * std::size_t(ranks) / count(s) + std::size_t(shift)) % std::size_t(ranks));
+}
+
+TEST_F(ExchangePlanTest, RowsThatStayAsOneRunRoundTrip) {
+  int const r = ranks;
+  check_round_trip([r](int s, std::size_t i) { return block_destination(s, i, r, 0, default_count); }, default_count);
+  check_round_trip([r](int s, std::size_t i) { return block_destination(s, i, r, 1, default_count); }, default_count);
+}
+
+TEST_F(ExchangePlanTest, InPlaceExchangeOfRunsAndScatteredRows) {
+  int const r = ranks;
+  // Runs that start at the same row on both sides (rank 0 keeps its first rows), runs that move,
+  // scattered rows (no run), drops, and ranks keeping nothing.
+  check_in_place([r](int s, std::size_t i) { return block_destination(s, i, r, 0, default_count); }, default_count);
+  check_in_place([r](int s, std::size_t i) { return block_destination(s, i, r, 1, default_count); }, default_count);
+  check_in_place([r](int, std::size_t i) { return int(i % r); }, default_count);
+  check_in_place([r](int s, std::size_t i) { return i % 5 == 0 ? -1 : block_destination(s, i, r, 0, default_count); },
+                 default_count);
+  check_in_place([r](int s, std::size_t) { return (s + 1) % r; }, default_count);
+}
 
 TEST_F(ExchangePlanTest, RoundTripToRankModulo) {
   int const r = ranks;
