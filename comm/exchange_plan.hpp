@@ -142,6 +142,17 @@ void copy_rows(ExecutionSpace const& space, Source const& source, std::size_t so
       });
 }
 
+/// Rows [source_begin, source_begin + count) of `source` into buffer slots from `slot_begin`.
+template <class ExecutionSpace, class Source, class Buffer>
+void pack_run(ExecutionSpace const& space, Source const& source, std::size_t source_begin, std::size_t width,
+              std::size_t count, Buffer const& buffer, std::size_t slot_begin) {
+  Kokkos::parallel_for(
+      "kfmm::exchange_plan::pack_self_rows", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count),
+      KOKKOS_LAMBDA(std::size_t j) {
+        for (std::size_t c = 0; c < width; ++c) buffer((slot_begin + j) * width + c) = element(source, source_begin + j, c);
+      });
+}
+
 /// Whether two Views are the same rows in memory (1), lie apart (0), or overlap otherwise (−1).
 template <class A, class B>
 int aliasing(A const& a, B const& b) {
@@ -409,17 +420,22 @@ class ExchangePlan {
     std::size_t const recv_self = counts.recv_offsets[self], recv_self_end = counts.recv_offsets[self + 1];
     auto const self_send = Kokkos::make_pair(send_self * width, send_self_end * width);
     auto const self_recv = Kokkos::make_pair(recv_self * width, recv_self_end * width);
-    // Self rows that form a run go straight from source to target (in place: they stay where
-    // they are when the run starts at the same row on both sides); otherwise through the buffers.
+    // Self rows that form a run go straight from source to target, or stay where they are in an
+    // exchange in place whose run starts at the same row on both sides; in place at another
+    // row they go to the receive buffer directly (all reads of source before any write).
+    // Otherwise (no run, partly overlapping Views) through both buffers.
     std::size_t const source_first = forward ? self_first_ : send_self;
     std::size_t const target_first = forward ? recv_self : self_first_;
     int const alias = detail::aliasing(source, target);
-    bool const direct = self_first_ != no_run && (alias == 0 || (alias == 1 && source_first == target_first));
-    if (direct) {
+    bool const run = self_first_ != no_run && alias >= 0;
+    bool const direct = run && (alias == 0 || source_first == target_first);  // self rows skip the buffers
+    if (run) {
       detail::pack_rows(space, source, order, forward, width, 0, send_self, send);
       detail::pack_rows(space, source, order, forward, width, send_self_end, num_send, send);
       if (alias == 0)
         detail::copy_rows(space, source, source_first, target, target_first, width, send_self_end - send_self);
+      else if (!direct)
+        detail::pack_run(space, source, source_first, width, send_self_end - send_self, recv, recv_self);
     } else {
       detail::pack_rows(space, source, order, forward, width, 0, num_send, send);
       Kokkos::deep_copy(space, Kokkos::subview(recv, self_recv), Kokkos::subview(send, self_send));
