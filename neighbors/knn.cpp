@@ -37,7 +37,6 @@ struct KNNGeometry {
 
 inline constexpr int knn_stack_size = 192;  // ≥ 7 pending children per level × 22 levels + 1
 inline constexpr int knn_chunk = 16;        // source points whose distances a query computes at once
-inline constexpr int knn_batch = 64;        // source leaves a query leaf collects before its queries scan them
 
 /// Gap between the intervals [a, b] and [c, d] along an axis, minimum image when `length` > 0.
 KOKKOS_INLINE_FUNCTION double intervals_gap(double a, double b, double c, double d, double length) {
@@ -68,34 +67,17 @@ ScalarView<int> leaf_nodes(ExecutionSpace const& space, Tree<> const& tree) {
   return result;
 }
 
-/// Where a walk leaves its lists: in `lists` (another walk resumes from them), or as the
-/// answer, distances in the caller's order of queries (rows `query_tree.order`).
-struct KNNOutput {
-  Kokkos::View<double**, Kokkos::LayoutRight, MemorySpace> distance;
-  Kokkos::View<std::uint64_t**, Kokkos::LayoutRight, MemorySpace> id;
-  Kokkos::View<double**, Kokkos::LayoutRight, MemorySpace> mass;
-  bool answer = false;  ///< write the answer (no walk follows), not the lists
-};
-
 /// \brief Leaf by leaf: the queries of one leaf of `query_tree` (a team; its threads take
-/// queries) search `source` together.
-///
-/// 1. A first bound: each query's k-th distance among the points of one source node of more
-///    than k points near the leaf (the leaf itself in a self-query; or the list's, resuming);
-///    the leaf's bound is the largest of its queries'. Most pruning comes from this bound, so
-///    the walk does not start from an infinite one.
-/// 2. The walk, nearest node to the leaf's box first, collects up to knn_batch source leaves
-///    within the bound; then every query scans the batch in that order, its list in per-thread
-///    arrays from the first leaf to the last, skipping a leaf farther than its own k-th
-///    candidate; the bound shrinks to the largest k-th distance and the walk goes on. Usually
-///    one batch holds every leaf within the bound, so a list is read and written once (with
-///    `output.answer`, straight into the answer's row).
-/// Equal distances are not pruned: a smaller id may win. `skip_same_index` leaves out source
-/// point i for query i (self-query on one tree).
+/// queries) walk `source` together, nearest node to the leaf's box first, pruning nodes
+/// farther than the largest k-th candidate distance of the leaf's queries; at a source leaf
+/// each query scans it unless its own k-th candidate is nearer than the leaf box. Equal
+/// distances are not pruned: a smaller id may win. Lists live in `lists` (global memory), so
+/// `resume` continues from them; `skip_same_index` leaves out source point i for query i
+/// (self-query on one tree).
 template <int K>
 void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree const& query_tree,
               ScalarView<int> const& query_leaves, int k, bool skip_same_index, KNNGeometry const& geometry,
-              KNNLists const& lists, bool resume, KNNOutput const& output) {
+              KNNLists const& lists, bool resume) {
   using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
   using Member = Policy::member_type;
   auto const tree = source.tree.tree;
@@ -104,20 +86,18 @@ void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree co
   int const n = source.tree.n;
   auto const qtree = query_tree.tree;
   auto const qpos = query_tree.pos, qlo = query_tree.lo, qhi = query_tree.hi;
-  auto const order = query_tree.order;
   auto const d2_list = lists.d2;
   auto const id_list = lists.id;
   auto const mass_list = lists.mass;
   auto const masses = source.mass;
   bool const carry_mass = lists.mass.extent(0) > 0;
   auto const count_list = lists.count;
-  auto const out_distance = output.distance;
-  auto const out_id = output.id;
-  auto const out_mass = output.mass;
-  bool const answer = output.answer;
   bool const periodic = geometry.periodic;
   auto const length = geometry.length;
   int const leaves = static_cast<int>(query_leaves.extent(0));
+  if (!resume) {
+    Kokkos::deep_copy(space, count_list, 0);
+  }
   if (n == 0 || leaves == 0) return;
   Kokkos::parallel_for(
       "kfmm::neighbors::knn_walk", Policy(space, leaves, Kokkos::AUTO), KOKKOS_LAMBDA(Member const& team) {
@@ -133,135 +113,65 @@ void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree co
           }
           return g2;
         };
-        auto const distance2 = [&](double const x[3], int i) {
-          double d2 = 0;
-          for (int a = 0; a < 3; ++a) {
-            double const dx = x[a] - pos(i, a);
-            double const g = periodic ? minimum_image_gap(dx, length[a]) : dx;
-            d2 += g * g;
-          }
-          return d2;
-        };
-        // 1. The first bound, from the nearest node (by the gaps to the leaf's box) among those of
-        // more than k points, descending while a child has more than k points.
-        int near = 0;
-        for (;;) {
-          int best = -1;
-          double best_gap = DBL_MAX;
-          for (int c = tree.child_begin(near); c < tree.child_end(near); ++c) {
-            int const child = tree.child_index(c);
-            if (tree.particle_end(child) - tree.particle_begin(child) <= k) continue;
-            double const g = group_gap2(child);
-            if (g < best_gap) {
-              best_gap = g;
-              best = child;
-            }
-          }
-          if (best < 0) break;
-          near = best;
-        }
-        int const nb = tree.particle_begin(near), ne = tree.particle_end(near);
+        // Every thread of the team runs the same walk (same decisions); queries are split at leaves.
         double bound = 0;
         Kokkos::parallel_reduce(
             Kokkos::TeamThreadRange(team, qb, qe),
             [&](int q, double& m) {
-              double worst = resume && count_list(q) == k ? d2_list(q, k - 1) : DBL_MAX;
-              double const x[3] = {qpos(q, 0), qpos(q, 1), qpos(q, 2)};
-              double best_d2[K];  // the k smallest squared distances, ascending
-              int count = 0;
-              for (int i = nb; i < ne; ++i) {
-                if (skip_same_index && i == q) continue;
-                double const d2 = distance2(x, i);
-                if (count == k && d2 >= best_d2[k - 1]) continue;
-                int j = count < k ? count++ : k - 1;
-                while (j > 0 && best_d2[j - 1] > d2) {
-                  best_d2[j] = best_d2[j - 1];
-                  --j;
-                }
-                best_d2[j] = d2;
-              }
-              if (count == k && best_d2[k - 1] < worst) worst = best_d2[k - 1];
-              m = worst > m ? worst : m;
+              double const b = count_list(q) < k ? DBL_MAX : d2_list(q, k - 1);
+              m = b > m ? b : m;
             },
             Kokkos::Max<double>(bound));
-        // 2. Batches of source leaves within the bound, nearest first.
-        // Box gaps and point distances round differently (contractions, summation), so a box
-        // is pruned only when its gap exceeds the bound by more than that rounding.
-        double const slack = 1 + 1e-12;
         int stack_node[knn_stack_size];
         double stack_gap[knn_stack_size];
-        int batch[knn_batch];
         stack_node[0] = 0;
         stack_gap[0] = group_gap2(0);
         int top = 1;
-        bool first = true, last = false;
-        while (!last) {
-          int m = 0;
-          while (top > 0 && m < knn_batch) {
-            --top;
-            int const node = stack_node[top];
-            if (stack_gap[top] > bound * slack) continue;
-            int const cb = tree.child_begin(node), ce = tree.child_end(node);
-            if (cb == ce) {
-              batch[m++] = node;
-              continue;
-            }
-            // Children within the bound, pushed farthest first so that the nearest pops first.
-            int child[8];
-            double gap[8];
-            int nc = 0;
-            for (int c = cb; c < ce && nc < 8; ++c) {
-              int const node_c = tree.child_index(c);
-              double const g = group_gap2(node_c);
-              if (g > bound * slack) continue;
-              int j = nc++;
-              while (j > 0 && gap[j - 1] < g) {
-                gap[j] = gap[j - 1];
-                child[j] = child[j - 1];
-                --j;
-              }
-              gap[j] = g;
-              child[j] = node_c;
-            }
-            for (int j = 0; j < nc && top < knn_stack_size; ++j) {
-              stack_node[top] = child[j];
-              stack_gap[top] = gap[j];
-              ++top;
-            }
-          }
-          last = top == 0;
-          double new_bound = 0;
-          Kokkos::parallel_reduce(
-              Kokkos::TeamThreadRange(team, qb, qe),
-              [&](int q, double& mx) {
-                double const x[3] = {qpos(q, 0), qpos(q, 1), qpos(q, 2)};
-                int count = first && !resume ? 0 : count_list(q);
-                // The list in local arrays while the batch is scanned (no aliasing with the
-                // source Views, so the compiler keeps it close).
-                double best_d2[K];
-                std::uint64_t best_id[K];
-                double best_mass[K];
-                for (int j = 0; j < count; ++j) {
-                  best_d2[j] = d2_list(q, j);
-                  best_id[j] = id_list(q, j);
-                  if (carry_mass) best_mass[j] = mass_list(q, j);
-                }
-                // Until the list is full, the leaf's bound rejects what cannot be among the k nearest.
-                double worst = count < k ? bound : best_d2[k - 1];
-                for (int b = 0; b < m; ++b) {
-                  int const node = batch[b];
+        while (top > 0) {
+          --top;
+          int const node = stack_node[top];
+          if (stack_gap[top] > bound) continue;
+          int const cb = tree.child_begin(node), ce = tree.child_end(node);
+          if (cb == ce) {
+            double const nlo[3] = {lo(node, 0), lo(node, 1), lo(node, 2)};
+            double const nhi[3] = {hi(node, 0), hi(node, 1), hi(node, 2)};
+            int const pb = tree.particle_begin(node), pe = tree.particle_end(node);
+            double new_bound = 0;
+            Kokkos::parallel_reduce(
+                Kokkos::TeamThreadRange(team, qb, qe),
+                [&](int q, double& m) {
+                  double const x[3] = {qpos(q, 0), qpos(q, 1), qpos(q, 2)};
+                  int count = count_list(q);
+                  double worst = count < k ? DBL_MAX : d2_list(q, k - 1);
                   double g2 = 0;
                   for (int a = 0; a < 3; ++a) {
-                    double const g = interval_gap(x[a], lo(node, a), hi(node, a), periodic ? length[a] : 0.0);
+                    double const g = interval_gap(x[a], nlo[a], nhi[a], periodic ? length[a] : 0.0);
                     g2 += g * g;
                   }
-                  if (g2 > worst * slack) continue;
-                  int const pb = tree.particle_begin(node), pe = tree.particle_end(node);
-                  for (int c0 = pb; c0 < pe; c0 += knn_chunk) {
+                  if (g2 <= worst) {
+                    // The list in local arrays while the leaf is scanned (no aliasing with the
+                    // source Views, so the compiler keeps it close).
+                    double best_d2[K];
+                    std::uint64_t best_id[K];
+                    double best_mass[K];
+                    for (int j = 0; j < count; ++j) {
+                      best_d2[j] = d2_list(q, j);
+                      best_id[j] = id_list(q, j);
+                      if (carry_mass) best_mass[j] = mass_list(q, j);
+                    }
+                    for (int c0 = pb; c0 < pe; c0 += knn_chunk) {
                     // Distances of a chunk first (a loop that vectorises), then the few insertions.
                     int const c1 = pe - c0 < knn_chunk ? pe : c0 + knn_chunk;
                     double chunk[knn_chunk];
-                    for (int i = c0; i < c1; ++i) chunk[i - c0] = distance2(x, i);
+                    for (int i = c0; i < c1; ++i) {
+                      double d2 = 0;
+                      for (int a = 0; a < 3; ++a) {
+                        double const dx = x[a] - pos(i, a);
+                        double const g = periodic ? minimum_image_gap(dx, length[a]) : dx;
+                        d2 += g * g;
+                      }
+                      chunk[i - c0] = d2;
+                    }
                     for (int i = c0; i < c1; ++i) {
                       double const d2 = chunk[i - c0];
                       if (d2 > worst || (skip_same_index && i == q)) continue;
@@ -280,28 +190,42 @@ void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree co
                       if (count < k) ++count;
                       if (count == k) worst = best_d2[k - 1];
                     }
+                    }
+                    for (int j = 0; j < count; ++j) {
+                      d2_list(q, j) = best_d2[j];
+                      id_list(q, j) = best_id[j];
+                      if (carry_mass) mass_list(q, j) = best_mass[j];
+                    }
+                    count_list(q) = count;
                   }
-                }
-                if (last && answer) {
-                  std::size_t const row = order(q);
-                  for (int j = 0; j < count; ++j) {
-                    out_distance(row, j) = compat::math::sqrt(best_d2[j]);
-                    out_id(row, j) = best_id[j];
-                    if (carry_mass) out_mass(row, j) = best_mass[j];
-                  }
-                } else {
-                  for (int j = 0; j < count; ++j) {
-                    d2_list(q, j) = best_d2[j];
-                    id_list(q, j) = best_id[j];
-                    if (carry_mass) mass_list(q, j) = best_mass[j];
-                  }
-                  count_list(q) = count;
-                }
-                mx = worst > mx ? worst : mx;
-              },
-              Kokkos::Max<double>(new_bound));
-          bound = new_bound < bound ? new_bound : bound;
-          first = false;
+                  m = worst > m ? worst : m;
+                },
+                Kokkos::Max<double>(new_bound));
+            bound = new_bound;
+          } else {
+            // Children within the bound, pushed farthest first so that the nearest pops first.
+            int child[8];
+            double gap[8];
+            int m = 0;
+            for (int c = cb; c < ce && m < 8; ++c) {
+              int const node_c = tree.child_index(c);
+              double const g = group_gap2(node_c);
+              if (g > bound) continue;
+              int j = m++;
+              while (j > 0 && gap[j - 1] < g) {
+                gap[j] = gap[j - 1];
+                child[j] = child[j - 1];
+                --j;
+              }
+              gap[j] = g;
+              child[j] = node_c;
+            }
+            for (int j = 0; j < m && top < knn_stack_size; ++j) {
+              stack_node[top] = child[j];
+              stack_gap[top] = gap[j];
+              ++top;
+            }
+          }
         }
       });
   space.fence();
@@ -310,16 +234,12 @@ void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree co
 /// knn_walk with the smallest list capacity K of 8, 16, 32, 64, 128 that holds k.
 void knn_walk_any(ExecutionSpace const& space, KNNSource const& source, PointTree const& query_tree,
                   ScalarView<int> const& query_leaves, int k, bool skip_same_index, KNNGeometry const& geometry,
-                  KNNLists const& lists, bool resume, KNNOutput const& output) {
-  if (k <= 8)
-    return knn_walk<8>(space, source, query_tree, query_leaves, k, skip_same_index, geometry, lists, resume, output);
-  if (k <= 16)
-    return knn_walk<16>(space, source, query_tree, query_leaves, k, skip_same_index, geometry, lists, resume, output);
-  if (k <= 32)
-    return knn_walk<32>(space, source, query_tree, query_leaves, k, skip_same_index, geometry, lists, resume, output);
-  if (k <= 64)
-    return knn_walk<64>(space, source, query_tree, query_leaves, k, skip_same_index, geometry, lists, resume, output);
-  knn_walk<max_knn_k>(space, source, query_tree, query_leaves, k, skip_same_index, geometry, lists, resume, output);
+                  KNNLists const& lists, bool resume) {
+  if (k <= 8) return knn_walk<8>(space, source, query_tree, query_leaves, k, skip_same_index, geometry, lists, resume);
+  if (k <= 16) return knn_walk<16>(space, source, query_tree, query_leaves, k, skip_same_index, geometry, lists, resume);
+  if (k <= 32) return knn_walk<32>(space, source, query_tree, query_leaves, k, skip_same_index, geometry, lists, resume);
+  if (k <= 64) return knn_walk<64>(space, source, query_tree, query_leaves, k, skip_same_index, geometry, lists, resume);
+  knn_walk<max_knn_k>(space, source, query_tree, query_leaves, k, skip_same_index, geometry, lists, resume);
 }
 
 /// Values of the tree's points (ids, masses) in its sorted order.
@@ -432,13 +352,18 @@ Kokkos::View<QueryBox*, MemorySpace> leaf_query_boxes(ExecutionSpace const& spac
   return boxes;
 }
 
-/// The lists into the answer's rows `order` (when no walk is left to write them).
-void lists_to_output(ExecutionSpace const& space, KNNLists const& lists, ScalarView<std::uint32_t> const& order, int nq,
-                     int k, KNNOutput const& output) {
+/// The lists in the caller's query order (local rows `order`), distances rather than squares.
+KNNResult unsorted_result(ExecutionSpace const& space, KNNLists const& lists, ScalarView<std::uint32_t> const& order,
+                          int nq, int k) {
+  KNNResult r;
+  r.num = nq;
+  r.distance = decltype(r.distance)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::knn::distance"), nq, k);
+  r.id = decltype(r.id)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::knn::id"), nq, k);
   bool const carry_mass = lists.mass.extent(0) > 0;
-  auto const distance = output.distance;
-  auto const id = output.id;
-  auto const mass = output.mass;
+  if (carry_mass) r.mass = decltype(r.mass)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::knn::mass"), nq, k);
+  auto const distance = r.distance;
+  auto const id = r.id;
+  auto const mass = r.mass;
   auto const d2 = lists.d2;
   auto const ids = lists.id;
   auto const masses = lists.mass;
@@ -452,6 +377,7 @@ void lists_to_output(ExecutionSpace const& space, KNNLists const& lists, ScalarV
         }
       });
   space.fence();
+  return r;
 }
 
 KNNResult knn_impl(ExecutionSpace const& space, Context const& context, Particles<MemorySpace> const& particles,
@@ -569,28 +495,17 @@ KNNResult knn_impl(ExecutionSpace const& space, Context const& context, Particle
   });
   local.id = sorted_values(space, local.tree, work.id);
   if (options.neighbour_masses) local.mass = sorted_values(space, local.tree, work.mass);
-  // The lists in memory are touched only between walks (several ranks) or between batches.
   KNNLists lists;
   lists.d2 = decltype(lists.d2)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::knn::d2"), nq, k);
   lists.id = decltype(lists.id)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::knn::ids"), nq, k);
-  lists.count = ScalarView<int>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::knn::count"), nq);
+  lists.count = ScalarView<int>("kfmm::knn::count", nq);
   if (options.neighbour_masses)
     lists.mass = decltype(lists.mass)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::knn::masses"), nq, k);
-  KNNResult result;
-  result.num = nq;
-  result.distance = decltype(result.distance)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::knn::distance"), nq, k);
-  result.id = decltype(result.id)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::knn::id"), nq, k);
-  if (options.neighbour_masses)
-    result.mass = decltype(result.mass)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::knn::mass"), nq, k);
-  KNNOutput output{result.distance, result.id, result.mass, true};
-  KNNOutput const to_lists{};
   auto const query_leaves = leaf_nodes(space, query_tree.tree);
-  bool const ghosts_follow = context.size() > 1;
-  knn_walk_any(space, local, query_tree, query_leaves, k, exclude, geometry, lists, false,
-               ghosts_follow ? to_lists : output);
+  knn_walk_any(space, local, query_tree, query_leaves, k, exclude, geometry, lists, false);
 
   // Particles of other ranks within each query leaf's k-th distance, then the walk goes on.
-  if (ghosts_follow) {
+  if (context.size() > 1) {
     auto const boxes = leaf_query_boxes(space, query_tree, lists, k, 1e-13 * scale);
     GhostOptions ghost_options;
     ghost_options.periodic = box;
@@ -600,12 +515,10 @@ KNNResult knn_impl(ExecutionSpace const& space, Context const& context, Particle
     collectively(context, [&] { remote.tree = build_point_tree(space, ghosts.pos, ghosts.num, options.leaf_size); });
     remote.id = sorted_values(space, remote.tree, ghosts.id);
     if (options.neighbour_masses) remote.mass = sorted_values(space, remote.tree, ghosts.mass);
-    if (remote.tree.n > 0)
-      knn_walk_any(space, remote, query_tree, query_leaves, k, false, geometry, lists, true, output);
-    else
-      lists_to_output(space, lists, query_tree.order, int(nq), k, output);
+    knn_walk_any(space, remote, query_tree, query_leaves, k, false, geometry, lists, true);
   }
 
+  KNNResult result = unsorted_result(space, lists, query_tree.order, int(nq), k);
   if (moved) {
     KNNResult back;
     back.distance = plan.reverse(result.distance);

@@ -1,7 +1,7 @@
 // k nearest neighbours against brute force (all pairs, minimum image in periodic boxes) on
 // uniform, clustered and coincident particles, periodic cubes and rectangular boxes, k larger
-// than a rank's count, separate query sets, with and without self, more source leaves than one
-// batch of the walk holds; and the bad-input errors.
+// than a rank's count, separate query sets, with and without self, leaves of one point and far
+// queries; and the bad-input errors.
 #include <kfmm/comm/context.hpp>
 #include <kfmm/core/error.hpp>
 #include <kfmm/neighbors/knn.hpp>
@@ -257,9 +257,9 @@ TEST_F(KNNTest, SeparateQuerySet) {
   check_queries(make_points(100, Shape::Coincident, unit, 0, 16), make_points(50, Shape::Uniform, unit, 0, 17), o);
 }
 
-// Leaves of one point and far queries: far more source leaves within a query leaf's first
-// bound than one batch holds, so the lists wait in memory between batches.
-TEST_F(KNNTest, ManySourceLeavesScannedInBatches) {
+// Leaves of one point and far queries: many source leaves within a query leaf's k-th
+// distance, nearly equal distances (far queries), leaves smaller than k.
+TEST_F(KNNTest, ManySourceLeavesAndFarQueries) {
   KNNOptions o;
   o.k = 20;
   o.leaf_size = 1;
