@@ -122,6 +122,9 @@ void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree co
               m = b > m ? b : m;
             },
             Kokkos::Max<double>(bound));
+        // Box gaps and point distances round differently (contractions, summation order), so a
+        // box is pruned only when its gap exceeds the bound by more than that rounding.
+        double const slack = 1 + 1e-12;
         int stack_node[knn_stack_size];
         double stack_gap[knn_stack_size];
         stack_node[0] = 0;
@@ -130,7 +133,7 @@ void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree co
         while (top > 0) {
           --top;
           int const node = stack_node[top];
-          if (stack_gap[top] > bound) continue;
+          if (stack_gap[top] > bound * slack) continue;
           int const cb = tree.child_begin(node), ce = tree.child_end(node);
           if (cb == ce) {
             double const nlo[3] = {lo(node, 0), lo(node, 1), lo(node, 2)};
@@ -148,7 +151,7 @@ void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree co
                     double const g = interval_gap(x[a], nlo[a], nhi[a], periodic ? length[a] : 0.0);
                     g2 += g * g;
                   }
-                  if (g2 <= worst) {
+                  if (g2 <= worst * slack) {
                     // The list in local arrays while the leaf is scanned (no aliasing with the
                     // source Views, so the compiler keeps it close).
                     double best_d2[K];
@@ -210,7 +213,7 @@ void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree co
             for (int c = cb; c < ce && m < 8; ++c) {
               int const node_c = tree.child_index(c);
               double const g = group_gap2(node_c);
-              if (g > bound) continue;
+              if (g > bound * slack) continue;
               int j = m++;
               while (j > 0 && gap[j - 1] < g) {
                 gap[j] = gap[j - 1];
