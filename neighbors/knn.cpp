@@ -122,6 +122,9 @@ void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree co
               m = b > m ? b : m;
             },
             Kokkos::Max<double>(bound));
+        // Box gaps and point distances round differently (contractions, summation order), so a
+        // box is pruned only when its gap exceeds the bound by more than that rounding.
+        double const slack = 1 + 1e-12;
         int stack_node[knn_stack_size];
         double stack_gap[knn_stack_size];
         stack_node[0] = 0;
@@ -130,7 +133,7 @@ void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree co
         while (top > 0) {
           --top;
           int const node = stack_node[top];
-          if (stack_gap[top] > bound) continue;
+          if (stack_gap[top] > bound * slack) continue;
           int const cb = tree.child_begin(node), ce = tree.child_end(node);
           if (cb == ce) {
             double const nlo[3] = {lo(node, 0), lo(node, 1), lo(node, 2)};
@@ -148,7 +151,7 @@ void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree co
                     double const g = interval_gap(x[a], nlo[a], nhi[a], periodic ? length[a] : 0.0);
                     g2 += g * g;
                   }
-                  if (g2 <= worst) {
+                  if (g2 <= worst * slack) {
                     // The list in local arrays while the leaf is scanned (no aliasing with the
                     // source Views, so the compiler keeps it close).
                     double best_d2[K];
@@ -210,7 +213,7 @@ void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree co
             for (int c = cb; c < ce && m < 8; ++c) {
               int const node_c = tree.child_index(c);
               double const g = group_gap2(node_c);
-              if (g > bound) continue;
+              if (g > bound * slack) continue;
               int j = m++;
               while (j > 0 && gap[j - 1] < g) {
                 gap[j] = gap[j - 1];
@@ -293,7 +296,7 @@ Particles<MemorySpace> copy_particles(ExecutionSpace const& space, Particles<Mem
   return to;
 }
 
-/// Positions wrapped into the periodic box (a copy, so the caller's stay as they are).
+/// Positions wrapped into the periodic box, in place (on copies: the caller's stay as they are).
 void wrap_positions(ExecutionSpace const& space, Vec3View<double> const& pos, std::size_t n, KNNGeometry const& g) {
   if (!g.periodic) return;
   auto const length = g.length;
@@ -301,6 +304,18 @@ void wrap_positions(ExecutionSpace const& space, Vec3View<double> const& pos, st
       "kfmm::neighbors::wrap", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n), KOKKOS_LAMBDA(std::size_t i) {
         for (int a = 0; a < 3; ++a) pos(i, a) = wrap_coordinate(pos(i, a), length[a]);
       });
+}
+
+/// A copy of the first `n` positions wrapped into the periodic box.
+Vec3View<double> wrapped_copy(ExecutionSpace const& space, Vec3View<double> const& from, std::size_t n,
+                              KNNGeometry const& g) {
+  Vec3View<double> to(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::knn::wrapped"), n);
+  Kokkos::parallel_for(
+      "kfmm::neighbors::copy_positions", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n), KOKKOS_LAMBDA(std::size_t i) {
+        for (int a = 0; a < 3; ++a) to(i, a) = from(i, a);
+      });
+  wrap_positions(space, to, n, g);
+  return to;
 }
 
 /// One query box per leaf of the query tree: the leaf's box and the largest k-th distance of
@@ -429,23 +444,21 @@ KNNResult knn_impl(ExecutionSpace const& space, Context const& context, Particle
     }
   agree_on_error(context, error);
 
-  // Working copies: wrapped into the box, moved to Hilbert domains on more than one rank.
-  Particles<MemorySpace> work = copy_particles(space, particles);
+  // Working copies only where they differ from the caller's: positions wrapped into the box,
+  // particles moved to Hilbert domains on more than one rank.
+  bool const moved = context.size() > 1;
+  Particles<MemorySpace> work;
+  if (moved) {
+    work = copy_particles(space, particles);
+    wrap_positions(space, work.pos, work.num, geometry);
+  } else {
+    work = particles;  // shared Views, only read
+    if (box.enabled) work.pos = wrapped_copy(space, particles.pos, particles.num, geometry);
+  }
   work.num_total = total;
-  wrap_positions(space, work.pos, work.num, geometry);
   Vec3View<double> queries;
   std::size_t nq = self ? work.num : num_queries;
-  if (!self) {
-    queries = Vec3View<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::knn::queries"), num_queries);
-    auto const src = *query_pos;
-    Kokkos::parallel_for(
-        "kfmm::neighbors::copy_queries", Kokkos::RangePolicy<ExecutionSpace>(space, 0, num_queries),
-        KOKKOS_LAMBDA(std::size_t i) {
-          for (int a = 0; a < 3; ++a) queries(i, a) = src(i, a);
-        });
-    wrap_positions(space, queries, num_queries, geometry);
-  }
-  bool const moved = context.size() > 1;
+  if (!self) queries = box.enabled ? wrapped_copy(space, *query_pos, num_queries, geometry) : *query_pos;
   ExchangePlan<MemorySpace> plan;
   double scale = 1;
   {

@@ -1,6 +1,7 @@
 // k nearest neighbours against brute force (all pairs, minimum image in periodic boxes) on
 // uniform, clustered and coincident particles, periodic cubes and rectangular boxes, k larger
-// than a rank's count, separate query sets, with and without self; and the bad-input errors.
+// than a rank's count, separate query sets, with and without self, leaves of one point and far
+// queries; and the bad-input errors.
 #include <kfmm/comm/context.hpp>
 #include <kfmm/core/error.hpp>
 #include <kfmm/neighbors/knn.hpp>
@@ -254,6 +255,21 @@ TEST_F(KNNTest, SeparateQuerySet) {
   o.k = 100;
   o.periodic = {};
   check_queries(make_points(100, Shape::Coincident, unit, 0, 16), make_points(50, Shape::Uniform, unit, 0, 17), o);
+}
+
+// Leaves of one point and far queries: many source leaves within a query leaf's k-th
+// distance, nearly equal distances (far queries), leaves smaller than k.
+TEST_F(KNNTest, ManySourceLeavesAndFarQueries) {
+  KNNOptions o;
+  o.k = 20;
+  o.leaf_size = 1;
+  check_self(make_points(700, Shape::Clustered, unit, 0, 20), o);
+  double const far[3] = {30, 30, 30};
+  o.leaf_size = 4;
+  check_queries(make_points(900, Shape::Uniform, unit, 0, 21), make_points(60, Shape::Uniform, far, 10, 22), o);
+  o.periodic = PeriodicBox::cube(1.0);
+  o.leaf_size = 1;
+  check_queries(make_points(800, Shape::Coincident, unit, 0, 23), make_points(60, Shape::Uniform, unit, 0, 24), o);
 }
 
 TEST_F(KNNTest, DensityMatchesDirectSums) {
