@@ -5,7 +5,8 @@
  * "Distributed"). Build and use:
  *   mpicc -shared -fPIC -O2 -o /tmp/libmpi_calls.so tools/mpi_calls.c
  *   mpirun -np 4 -x LD_PRELOAD=/tmp/libmpi_calls.so build/apps/kfmm bench ...
- * Each rank prints one line "mpi_calls rank R: name=count ..." to stderr. */
+ * Each rank prints one line "mpi_calls rank R: name=count ..." to stderr, ending with the messages
+ * per destination ("to=dest:count,..."). */
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,14 +26,16 @@ static void contributed(int count, MPI_Datatype type, MPI_Comm comm, int per_oth
   PMPI_Comm_size(comm, &ranks);
   collective_bytes += (long long)count * size * (per_other ? ranks - 1 : 1);
 }
-static char partner[1 << 16];
+/* Messages sent to each destination rank (the difference of two runs gives the partners of
+ * the evaluations or steps between them). */
+static long long partner[1 << 16];
 
 static void sent(int count, MPI_Datatype type, int dest) {
   int size = 0;
   PMPI_Type_size(type, &size);
   ++messages;
   bytes += (long long)count * size;
-  if (dest >= 0 && dest < (int)sizeof(partner)) partner[dest] = 1;
+  if (dest >= 0 && dest < (int)(sizeof(partner) / sizeof(partner[0]))) ++partner[dest];
 }
 
 int MPI_Allreduce(const void* s, void* r, int c, MPI_Datatype t, MPI_Op o, MPI_Comm m) {
@@ -123,15 +126,21 @@ int MPI_Send(const void* b, int c, MPI_Datatype t, int dest, int tag, MPI_Comm m
 int MPI_Finalize(void) {
   int rank = 0, partners = 0;
   long long collectives = 0;
-  char line[1024];
-  int at = 0;
+  char line[1024], to[4096];
+  int at = 0, to_at = 0;
   PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  for (unsigned i = 0; i < sizeof(partner); ++i) partners += partner[i];
+  to[0] = '\0';
+  for (unsigned i = 0; i < sizeof(partner) / sizeof(partner[0]); ++i)
+    if (partner[i] > 0) {
+      ++partners;
+      if (to_at < (int)sizeof(to) - 32) to_at += snprintf(to + to_at, sizeof(to) - to_at, "%s%u:%lld", to_at ? "," : "", i, partner[i]);
+    }
   for (int i = 0; i < COLLECTIVES; ++i) {
     collectives += i < SPLIT ? calls[i] : 0;
     if (calls[i] > 0) at += snprintf(line + at, sizeof(line) - at, " %s=%lld", names[i], calls[i]);
   }
-  fprintf(stderr, "mpi_calls rank %d: collectives=%lld%s messages=%lld bytes=%lld partners=%d collective_bytes=%lld\n",
-          rank, collectives, line, messages, bytes, partners, collective_bytes);
+  fprintf(stderr,
+          "mpi_calls rank %d: collectives=%lld%s messages=%lld bytes=%lld partners=%d collective_bytes=%lld to=%s\n",
+          rank, collectives, line, messages, bytes, partners, collective_bytes, to);
   return PMPI_Finalize();
 }
