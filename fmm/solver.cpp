@@ -46,19 +46,27 @@ class ForceSolver::Impl {
   // is returned, for compute_forces to agree with its input check; thrown at once on one rank.
   template <class Prepare>
   std::string before_evaluation(std::size_t num, bool known, Prepare const& prepare) {
-    std::string failed;
-    try {
+    return failure_of([&] {
       prepare();
       if (known) carry_estimate(estimate_, num);
       if (relative()) {
         grow_preserving(estimate_, num);
         grow_preserving(estimate_ids_, num);
       }
+    });
+  }
+
+  // Runs `body`. On several ranks a failure is returned, for the caller to agree at the next
+  // collective it makes anyway; on one rank it is thrown at once.
+  template <class Body>
+  std::string failure_of(Body const& body) const {
+    try {
+      body();
     } catch (std::exception const& e) {
       if (context_.size() == 1) throw;
-      failed = e.what();
+      return e.what();
     }
-    return failed;
+    return {};
   }
 
   void start_call() {
@@ -189,15 +197,7 @@ class ForceSolver::Impl {
       grow_preserving(phi_, std::size_t(n));
       grow_preserving(grad_, std::size_t(n));
     };
-    if (context_.size() > 1) {
-      try {
-        walk_setup();
-      } catch (std::exception const& e) {
-        setup_error = e.what();
-      }
-    } else {
-      walk_setup();
-    }
+    setup_error = failure_of(walk_setup);
     // Walk, M2L, L2L + L2P and P2P into phi_ and grad_ (every target particle's values are
     // overwritten by L2P, then P2P adds), then `finish`. The local stages after the last import
     // are agreed in one step on several ranks: the caller's next collective may be anywhere.
@@ -244,14 +244,8 @@ class ForceSolver::Impl {
           phase("estimate");
           allowance();
         });
-      } else if (context_.size() > 1) {
-        try {
-          allowance();
-        } catch (std::exception const& e) {
-          allowance_error = e.what();
-        }
       } else {
-        allowance();
+        allowance_error = failure_of(allowance);
       }
       distributed_.combine_shared_minimum(space_, context_, allowed_, allowance_error);
       test.allowed = allowed_;
@@ -286,8 +280,7 @@ class ForceSolver::Impl {
     bool const weighted = context_.size() > 1;
     ScalarView<double> costs;
     ReturnPayload payload;
-    std::string return_failed;
-    try {
+    std::string const return_failed = failure_of([&] {
       fault_injection::point("force.return");
       full_work_ = local_work(work.num);
       refit_work_ = {};
@@ -298,10 +291,7 @@ class ForceSolver::Impl {
         costs = ScalarView<double>("kfmm::solver::costs", particles.num);
         grow_preserving(costs_, particles.num);  // use_cost_weights' room, before the last exchange
       }
-    } catch (std::exception const& e) {
-      if (context_.size() == 1) throw;
-      return_failed = e.what();
-    }
+    });
     keep_plan(particles, work, return_failed);
     return_results(payload, potential_, acceleration_, weighted ? cost_weights() : ScalarView<double>(), potential,
                    acceleration, costs);
@@ -564,16 +554,12 @@ class ForceSolver::Impl {
     // plan's counts (return_active_results).
     bool const weighted = context_.size() > 1 && weights_count_ == particles.num;
     ScalarView<double> costs;
-    std::string return_failed;
-    try {
+    std::string const return_failed = failure_of([&] {
       fault_injection::point("force.return");
       refit_work_ = local_work(target_leaf_particles());
       stats_.tree_refitted = true;
       if (weighted) costs = ScalarView<double>("kfmm::solver::active_costs", particles.num);
-    } catch (std::exception const& e) {
-      if (context_.size() == 1) throw;
-      return_failed = e.what();
-    }
+    });
     if (context_.size() > 1)
       return_active_results(targets, owned_potential, owned_acceleration, owned_cost, potential, acceleration, costs,
                             return_failed);
