@@ -147,9 +147,9 @@ void bench(Environment const& environment, BenchOptions const& options, FMMConfi
                           memory.usage(host_space).peak_bytes});
   AccuracyReport const accuracy =
       measure_accuracy(context, particles, solver.potential(), solver.acceleration(), config, options.samples);
-  std::uint64_t const imported[2] = {last.imported_nodes, last.imported_particles};
-  std::uint64_t imported_max[2] = {0, 0};
-  MPI_Allreduce(imported, imported_max, 2, MPI_UINT64_T, MPI_MAX, context.comm());
+  std::uint64_t const imported[3] = {last.imported_nodes, last.imported_particles, last.host_device_bytes};
+  std::uint64_t imported_max[3] = {0, 0, 0};
+  MPI_Allreduce(imported, imported_max, 3, MPI_UINT64_T, MPI_MAX, context.comm());
   if (!context.is_root()) return;
   double const rate = particles.num_total / slowest_total;
   MemorySummary const mem = summarize(memory_ranks);
@@ -181,13 +181,14 @@ void bench(Environment const& environment, BenchOptions const& options, FMMConfi
         "\"particles_per_second\": {:.6g}, \"phases\": {{{}}}, \"p2p_pairs\": {}, \"m2l\": {}, \"nodes\": {}, "
         "\"leaves\": {}, \"particles_min\": {}, \"particles_max\": {}, \"bytes_sent_max\": {}, "
         "\"bytes_received_max\": {}, \"imported_nodes_max\": {}, \"imported_particles_max\": {}, "
+        "\"host_device_bytes_max\": {}, "
         "\"cost_imbalance\": {:.4g}, \"samples\": {}, \"force_l2\": {:.4g}, \"median\": {:.4g}, \"p99\": {:.4g}, \"p999\": {:.4g}, "
         "\"max\": {:.4g}, \"potential_l2\": {:.4g}, {}}}\n",
         source, particles.num_total, context.size(), environment.threads(), config.order, config.theta,
         to_string(config.opening), config.tolerance, config.leaf_size, to_string(config.precision), to_string(config.softening), config.softening_length,
         use_gpu_shape<ExecutionSpace>() ? "gpu" : "cpu", slowest_total, first_slowest[0], first_slowest[1], rate, phase_json, last.p2p_pairs, last.m2l, last.nodes, last.leaves, last.particles_min,
         last.particles_max, last.bytes_sent_max, last.bytes_received_max, imported_max[0], imported_max[1],
-        last.cost_imbalance, accuracy.samples, accuracy.force_l2,
+        imported_max[2], last.cost_imbalance, accuracy.samples, accuracy.force_l2,
         accuracy.median, accuracy.p99, accuracy.p999, accuracy.max, accuracy.potential_l2, memory_json);
     return;
   }
@@ -216,9 +217,11 @@ void bench(Environment const& environment, BenchOptions const& options, FMMConfi
              double(last.m2l) / particles.num_total, last.nodes, last.leaves);
   if (context.size() > 1)
     fmt::print("  ranks: particles min/mean/max {}/{:.0f}/{}; cost imbalance (max/mean) {:.3f}; sent/received max "
-               "{:.3g}/{:.3g} MB; imported at most {} nodes, {} particles\n",
+               "{:.3g}/{:.3g} MB; imported at most {} nodes, {} particles; host<->device copies at most {:.3g} MB "
+               "(what a GPU build without GPU-aware MPI moves)\n",
                last.particles_min, last.particles_mean, last.particles_max, last.cost_imbalance,
-               last.bytes_sent_max / 1e6, last.bytes_received_max / 1e6, imported_max[0], imported_max[1]);
+               last.bytes_sent_max / 1e6, last.bytes_received_max / 1e6, imported_max[0], imported_max[1],
+               imported_max[2] / 1e6);
   fmt::print("  memory: peak of Kokkos allocations during the evaluations (particles included) {:.4g} MB = {:.0f} "
              "B/particle{}{}\n",
              mem.peak_max / 1e6, mem.per_particle_max, context.size() > 1 ? " (max over ranks)" : "",

@@ -76,6 +76,7 @@ LocalSamples sample_local_keys(Kokkos::View<std::uint64_t const*, MemorySpace> c
         picked(s) = sorted(low);
       });
   auto const host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), picked);
+  count_host_device_bytes(view_bytes(picked));
   samples.keys.assign(host.data(), host.data() + count);
   return samples;
 }

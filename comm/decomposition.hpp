@@ -45,6 +45,7 @@ Kokkos::View<int*, typename KeyView::memory_space> destination_ranks(ExecutionSp
       Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::decomposition::splitters"), splitters.size());
   Kokkos::deep_copy(bounds, Kokkos::View<std::uint64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
                                 splitters.data(), splitters.size()));
+  count_host_device_bytes(view_bytes(bounds));
   Kokkos::View<int*, Memory> ranks(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::decomposition::ranks"), n);
   int const count = static_cast<int>(splitters.size());
   Kokkos::parallel_for(

@@ -5,6 +5,7 @@
 #include <kfmm/build_config.hpp>
 #include <kfmm/comm/context.hpp>
 #include <kfmm/core/error.hpp>
+#include <kfmm/core/host_device_bytes.hpp>
 #include <kfmm/core/space_copy.hpp>
 #include <kfmm/core/sort.hpp>
 #include <kfmm/core/types.hpp>
@@ -227,6 +228,11 @@ class ExchangePlan {
                              std::size_t max_message_bytes = INT_MAX) {
     return ExchangePlan(context, destinations, n, max_message_bytes, nullptr, &earlier, false);
   }
+  static ExchangePlan within(Context const& context, ExchangePlan const& earlier,
+                             Kokkos::View<int const*, Memory> const& destinations, std::size_t n,
+                             std::string& deferred_error, std::size_t max_message_bytes = INT_MAX) {
+    return ExchangePlan(context, destinations, n, max_message_bytes, &deferred_error, &earlier, false);
+  }
 
  private:
   // `known`, when given, is the earlier plan whose partners carry the counts: its sources
@@ -260,6 +266,7 @@ class ExchangePlan {
       num_elements_ = n = destinations.extent(0);
     }
     auto const host_destinations = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), destinations);
+    count_host_device_bytes(n * sizeof(int));
     std::vector<std::size_t> order;
     counts_.send_counts = detail::plan_exports(context, host_destinations.data(), n, order, report, send_to);
     if (known != nullptr) {
@@ -280,6 +287,7 @@ class ExchangePlan {
     export_order_ = Kokkos::View<std::size_t*, Memory>(
         Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::exchange_plan::export_order"), order.size());
     Kokkos::deep_copy(export_order_, order_host);
+    count_host_device_bytes(view_bytes(order_host));
   }
 
  public:
@@ -443,6 +451,8 @@ class ExchangePlan {
 
     bytes_sent_ = (num_send * width - (self_send.second - self_send.first)) * sizeof(T);
     bytes_received_ = (num_recv * width - (self_recv.second - self_recv.first)) * sizeof(T);
+    // What the staging below moves on a GPU build without GPU-aware MPI.
+    if (!KFMM_ENABLE_GPU_AWARE_MPI) count_host_device_bytes(bytes_sent_ + bytes_received_);
     constexpr bool mpi_reaches_memory =
         KFMM_ENABLE_GPU_AWARE_MPI || Kokkos::SpaceAccessibility<Kokkos::HostSpace, Memory>::accessible;
     if constexpr (mpi_reaches_memory) {

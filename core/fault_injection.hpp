@@ -21,9 +21,13 @@
 /// (rank 0, the new restart in place, `restart.old` not yet removed), `diagnostics.row` (rank 0,
 /// a row appended), `diagnostics.resume` (rank 0, the kept rows written to the temporary file,
 /// before it replaces the log). The stages of a force evaluation (`throw` there must make every
-/// rank throw): `force.decompose`, `force.sort`, `force.tree`, `force.upward`, `force.top_tree`,
-/// `force.top_tree_links`, `force.walk` (each level), `force.import_nodes` (each level),
-/// `force.import_particles`, `force.m2l`, `force.downward`, `force.p2p`, `force.output`.
+/// rank throw): `force.refit_positions` (compute_active on a kept plan: new positions packed
+/// for their owners), `force.decompose`, `force.sort`, `force.tree`, `force.upward`,
+/// `force.top_tree`, `force.top_tree_links`, `force.walk_setup` (growing the multipole powers and
+/// result arrays before the walk), `force.walk` (each level), `force.import_nodes` (each level),
+/// `force.allowance` (the relative criterion's allowance), `force.import_particles`, `force.m2l`,
+/// `force.downward`, `force.p2p`, `force.output`, `force.return` (before the results go back to
+/// input order).
 #include <string>
 
 namespace kfmm::fault_injection {

@@ -2,6 +2,7 @@
 #include <kfmm/comm/exchange_plan.hpp>
 #include <kfmm/core/error.hpp>
 #include <kfmm/core/fault_injection.hpp>
+#include <kfmm/core/host_device_bytes.hpp>
 #include <kfmm/core/view_growth.hpp>
 #include <kfmm/fmm/distributed_tree.hpp>
 
@@ -122,6 +123,7 @@ ScalarView<T> to_device(ExecutionSpace const& space, std::vector<T> const& value
   ScalarView<T> view(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), values.size());
   Kokkos::deep_copy(space, view,
                     Kokkos::View<T const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(values.data(), values.size()));
+  count_host_device_bytes(values.size() * sizeof(T));
   return view;
 }
 
@@ -214,6 +216,7 @@ std::vector<std::uint64_t> count_keys_in_cells(ExecutionSpace const& space, Scal
       });
   Kokkos::deep_copy(space, Kokkos::View<std::uint64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(counts.data(), counts.size()),
                     count_view);
+  count_host_device_bytes(counts.size() * sizeof(std::uint64_t));
   space.fence();
   return counts;
 }
@@ -264,6 +267,7 @@ DistributedTree::Records DistributedTree::pack_nodes(ExecutionSpace const& space
                  rows);
   auto const rows_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), rows);
   auto const codes_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), codes);
+  count_host_device_bytes(view_bytes(rows) + view_bytes(codes));
   for (int i = 0; i < count; ++i) {
     records.codes.push_back(codes_host(i, 0));
     for (int c = 0; c < records.per_record; ++c) records.doubles.push_back(rows_host(i, c));
@@ -288,6 +292,7 @@ int DistributedTree::append_nodes(ExecutionSpace const& space, Records const& re
     }
     Kokkos::deep_copy(space, rows, rows_host);
     Kokkos::deep_copy(space, codes, codes_host);
+    count_host_device_bytes(view_bytes(rows) + view_bytes(codes));
   }
   return append_node_rows(space, codes, rows, count, flags_inner, tree, geometry, pass);
 }
@@ -371,6 +376,7 @@ std::vector<int> DistributedTree::find_local_nodes(ExecutionSpace const& space,
   auto const found = find_local_nodes(space, to_device(space, codes, "kfmm::distributed::codes"),
                                       static_cast<int>(codes.size()));
   auto const host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), found);
+  count_host_device_bytes(view_bytes(found));
   return std::vector<int>(host.data(), host.data() + codes.size());
 }
 
@@ -561,6 +567,7 @@ bool DistributedTree::domains_balance(ExecutionSpace const& space, Context const
     Kokkos::deep_copy(space, bounds,
                       Kokkos::View<std::uint64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(splitters_.data(),
                                                                                                   ranks - 1));
+    count_host_device_bytes(view_bytes(bounds));
     ScalarView<double> at("kfmm::distributed::cost_at_bounds", ranks + 1);
     Kokkos::parallel_for(
         "kfmm::distributed::cost_at_bounds", Kokkos::RangePolicy<ExecutionSpace>(space, 0, ranks + 1),
@@ -581,6 +588,7 @@ bool DistributedTree::domains_balance(ExecutionSpace const& space, Context const
           at(r) = cumulative(first);
         });
     auto const at_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), at);
+    count_host_device_bytes(view_bytes(at));
     for (int r = 0; r < ranks; ++r) loads[r] = at_host(r + 1) - at_host(r);
   }
   loads[ranks] = local_error.empty() ? 0.0 : 1.0;  // failures, agreed in the same step
@@ -627,6 +635,7 @@ void DistributedTree::adjust_splitters(ExecutionSpace const& space, Context cons
   forced_ = ScalarView<std::uint64_t>("kfmm::distributed::forced_split", forced.size());
   Kokkos::deep_copy(space, forced_,
                     Kokkos::View<std::uint64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(forced.data(), forced.size()));
+  count_host_device_bytes(view_bytes(forced_));
 }
 
 void DistributedTree::prepare_top_tree(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
@@ -635,6 +644,7 @@ void DistributedTree::prepare_top_tree(ExecutionSpace const& space, Tree<> const
   child_used_ = tree.num_nodes;
   index_local_nodes(space, tree);
   auto const forced_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), forced_);
+  count_host_device_bytes(view_bytes(forced_));
   top_shared_.assign(forced_host.data(), forced_host.data() + forced_host.extent(0));
 
   // This rank's subtree roots: children of shared cells that are not shared, or the root.
@@ -654,6 +664,7 @@ void DistributedTree::prepare_top_tree(ExecutionSpace const& space, Tree<> const
       count);
   auto const roots_host = Kokkos::create_mirror_view_and_copy(
       Kokkos::HostSpace(), Kokkos::subview(roots, Kokkos::make_pair(0, count)));
+  count_host_device_bytes(view_bytes(roots_host));
   top_roots_.assign(roots_host.data(), roots_host.data() + count);
   top_mine_ = std::make_shared<Records>(pack_nodes(space, tree, geometry, pass, top_roots_));
 }
@@ -744,6 +755,7 @@ int DistributedTree::assemble_top_tree(ExecutionSpace const& space, Context cons
       while (j < by_level.size() && by_level[j].first == by_level[i].first) ++j;
       for (std::size_t k = i; k < j; ++k) list_host(k - i) = by_level[k].second;
       Kokkos::deep_copy(space, list, list_host);
+      count_host_device_bytes(view_bytes(list));
       int const level_count = static_cast<int>(j - i);
       update_inner_node_geometry(space, tree, list, level_count, centre_kind, cube, geometry);
       pass.upward_nodes(space, tree, geometry, list, level_count);
@@ -766,6 +778,7 @@ int DistributedTree::assemble_top_tree(ExecutionSpace const& space, Context cons
   if (counter[count] < context.size()) agree_on_error(context, error);
   for (int i = 0; i < count; ++i) list_host(i) = by_level[i].second;
   Kokkos::deep_copy(space, list, list_host);
+  count_host_device_bytes(view_bytes(list));
   ScalarView<int> counted("kfmm::distributed::counted", count);
   {
     auto counted_host = Kokkos::create_mirror_view(counted);
@@ -774,6 +787,7 @@ int DistributedTree::assemble_top_tree(ExecutionSpace const& space, Context cons
       counted_host(i) = counter[at] == context.rank() ? int(node_counted) : 0;
     }
     Kokkos::deep_copy(space, counted, counted_host);
+    count_host_device_bytes(view_bytes(counted));
   }
   {
     auto flags = geometry.flags;
@@ -903,19 +917,32 @@ bool DistributedTree::import_children(ExecutionSpace const& space, Context const
 }
 
 void DistributedTree::combine_shared_minimum(ExecutionSpace const& space, Context const& context,
-                                             ScalarView<double> const& allowed) const {
-  if (context.size() == 1) return;
+                                             ScalarView<double> const& allowed, std::string const& local_error) const {
+  if (context.size() == 1) {
+    if (!local_error.empty()) fail("{}", local_error);
+    return;
+  }
   int const count = static_cast<int>(forced_.extent(0));
-  auto const node = find_local_nodes(space, forced_, count);
-  ScalarView<double> smallest(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::smallest"), count);
   double const none = std::numeric_limits<double>::infinity();
-  Kokkos::parallel_for(
-      "kfmm::distributed::shared_allowance", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count),
-      KOKKOS_LAMBDA(int i) { smallest(i) = node(i) >= 0 ? allowed(node(i)) : none; });
-  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), smallest);
+  // One more entry after the shared cells' minima: −1 where this rank failed before.
+  std::vector<double> host(count + 1, none);
+  host[count] = local_error.empty() ? 0.0 : -1.0;
+  ScalarView<int> node;
+  ScalarView<double> smallest;
+  if (local_error.empty()) {
+    node = find_local_nodes(space, forced_, count);
+    smallest = ScalarView<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::smallest"), count);
+    Kokkos::parallel_for(
+        "kfmm::distributed::shared_allowance", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count),
+        KOKKOS_LAMBDA(int i) { smallest(i) = node(i) >= 0 ? allowed(node(i)) : none; });
+    Kokkos::deep_copy(space, Kokkos::View<double*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(host.data(), count),
+                      smallest);
+  }
   // The shared codes are sorted and the same on every rank: one MIN over them.
-  MPI_Allreduce(MPI_IN_PLACE, host.data(), count, MPI_DOUBLE, MPI_MIN, context.comm());
-  Kokkos::deep_copy(space, smallest, host);
+  MPI_Allreduce(MPI_IN_PLACE, host.data(), count + 1, MPI_DOUBLE, MPI_MIN, context.comm());
+  if (host[count] < 0) agree_on_error(context, local_error);
+  Kokkos::deep_copy(space, smallest, Kokkos::View<double const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(host.data(), count));
+  count_host_device_bytes(2 * view_bytes(smallest));
   Kokkos::parallel_for(
       "kfmm::distributed::shared_allowance_back", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count),
       KOKKOS_LAMBDA(int i) {

@@ -76,9 +76,11 @@ class DistributedTree {
                        std::string const& walk_error = {});
   /// Makes the relative criterion's allowance (fmm/relative_opening.hpp) of the shared cells
   /// global: each rank holds the minimum over its own particles (+∞ without any); afterwards
-  /// every rank holds the minimum over all, the value of the one-rank tree. Collective.
+  /// every rank holds the minimum over all, the value of the one-rank tree. `local_error`: this
+  /// rank failed before (e.g. computing the allowance); agreed in the same Allreduce, then every
+  /// rank throws it. Collective.
   void combine_shared_minimum(ExecutionSpace const& space, Context const& context,
-                              ScalarView<double> const& allowed) const;
+                              ScalarView<double> const& allowed, std::string const& local_error = {}) const;
   /// Imports the particles of the remote leaves in the P2P lists; returns the source particles
   /// (local ones first). Collective.
   PassParticles import_leaf_particles(ExecutionSpace const& space, Context const& context, PairLists const& p2p,

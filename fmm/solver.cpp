@@ -1,6 +1,7 @@
 #include <kfmm/comm/exchange_plan.hpp>
 #include <kfmm/core/fault_injection.hpp>
 #include <kfmm/core/hilbert.hpp>
+#include <kfmm/core/host_device_bytes.hpp>
 #include <kfmm/core/sort.hpp>
 #include <kfmm/core/tree.hpp>
 #include <kfmm/fmm/distributed_tree.hpp>
@@ -20,6 +21,13 @@ namespace kfmm {
 
 class ForceSolver::Impl {
  public:
+  /// Rows of potential, acceleration and cost going back to input order.
+  using ReturnPayload = Kokkos::View<double* [5], Kokkos::LayoutLeft, MemorySpace>;
+  /// Rows of input index, potential, acceleration and cost of compute_active's targets.
+  using ActivePayload = Kokkos::View<double* [6], Kokkos::LayoutLeft, MemorySpace>;
+  /// Rows of position, mass, active flag and |a| estimate going to the owners (compute_active).
+  using RefitPayload = Kokkos::View<double* [6], Kokkos::LayoutLeft, MemorySpace>;
+
   Impl(Context const& context, FMMConfig const& config) : context_(context), config_(config) {
     config_.validate();
     pass_ = make_expansion_pass(config_.order, config_.precision, config_.softening, config_.softening_length);
@@ -28,13 +36,42 @@ class ForceSolver::Impl {
   void compute(Particles<MemorySpace>& particles) {
     plan_.valid = false;  // the particles move: no input order to return to
     bool const known = estimate_applies(particles);
-    if (known) carry_estimate(estimate_, particles.num);
-    compute_forces(particles, known);
+    std::string const failed = before_evaluation(particles.num, known, [] {});
+    compute_forces(particles, known, failed);
     if (relative()) remember_estimate(particles.id, acceleration_, particles.num);
+  }
+
+  // The host-side work before an evaluation (`prepare`, carrying the estimate, room for the one
+  // kept after it, so that nothing after the evaluation's last collective allocates): a failure
+  // is returned, for compute_forces to agree with its input check; thrown at once on one rank.
+  template <class Prepare>
+  std::string before_evaluation(std::size_t num, bool known, Prepare const& prepare) {
+    return failure_of([&] {
+      prepare();
+      if (known) carry_estimate(estimate_, num);
+      if (relative()) {
+        grow_preserving(estimate_, num);
+        grow_preserving(estimate_ids_, num);
+      }
+    });
+  }
+
+  // Runs `body`. On several ranks a failure is returned, for the caller to agree at the next
+  // collective it makes anyway; on one rank it is thrown at once.
+  template <class Body>
+  std::string failure_of(Body const& body) const {
+    try {
+      body();
+    } catch (std::exception const& e) {
+      if (context_.size() == 1) throw;
+      return e.what();
+    }
+    return {};
   }
 
   void start_call() {
     stats_ = ForceStats{};
+    host_device_start_ = host_device_bytes();
     total_timer_.reset();
     phase_timer_.reset();
   }
@@ -50,14 +87,16 @@ class ForceSolver::Impl {
       collect_counts(particles, n);
     else
       distributed_.fill_local_stats(stats_);
+    stats_.host_device_bytes = host_device_bytes() - host_device_start_;
     stats_.total_seconds = total_timer_.seconds();
   }
 
   // compute() without the acceleration estimate's bookkeeping. `known`: carried_ holds |a| of
-  // an earlier evaluation for each of `particles` (collectively agreed).
-  void compute_forces(Particles<MemorySpace>& particles, bool known) {
+  // an earlier evaluation for each of `particles` (collectively agreed). `failed`: this rank
+  // failed before (agreed with the input check).
+  void compute_forces(Particles<MemorySpace>& particles, bool known, std::string const& failed = {}) {
     start_call();
-    agree_on_error(context_, check_input(particles));
+    agree_on_error(context_, failed.empty() ? check_input(particles) : failed);
 
     BoundingCube const cube = global_cube(particles);
     last_cube_ = cube;
@@ -124,12 +163,15 @@ class ForceSolver::Impl {
     // pass's) are computed only for the sources the walk is about to test, level by level.
     bool const lazy_powers = relative() && targets.extent(0) > 0;
     DualTreeWalk::ImportChildren import;
+    // A failure of the host-side work between the top tree and the walk (growing the multipole
+    // powers and the result arrays) is handed to the walk's first import, which agrees it.
+    std::string setup_error;
     if (context_.size() > 1) {
       root = distributed_.assemble_top_tree(space_, context_, config_.centre, cube, tree_, geometry_, *pass_);
-      import = [this, lazy_powers](ScalarView<int> const& sources, int count, std::string const& error) {
+      import = [this, lazy_powers, &setup_error](ScalarView<int> const& sources, int count, std::string const& error) {
         int const before = tree_.num_nodes;
-        bool const more =
-            distributed_.import_children(space_, context_, sources, count, tree_, geometry_, *pass_, error);
+        bool const more = distributed_.import_children(space_, context_, sources, count, tree_, geometry_, *pass_,
+                                                       error.empty() ? setup_error : error);
         if (lazy_powers)
           ensure_multipole_powers(sources, count);
         else if (relative())
@@ -144,14 +186,18 @@ class ForceSolver::Impl {
         return count > 0;
       };
     }
-    if (lazy_powers) {
-      reserve_multipole_powers();
-      power_ready_ = ScalarView<int>("kfmm::solver::power_ready", tree_.num_nodes);
-    } else if (relative()) {
-      update_multipole_powers(0);
-    }
-    grow_preserving(phi_, std::size_t(n));
-    grow_preserving(grad_, std::size_t(n));
+    auto const walk_setup = [&] {
+      fault_injection::point("force.walk_setup");
+      if (lazy_powers) {
+        reserve_multipole_powers();
+        power_ready_ = ScalarView<int>("kfmm::solver::power_ready", tree_.num_nodes);
+      } else if (relative()) {
+        update_multipole_powers(0);
+      }
+      grow_preserving(phi_, std::size_t(n));
+      grow_preserving(grad_, std::size_t(n));
+    };
+    setup_error = failure_of(walk_setup);
     // Walk, M2L, L2L + L2P and P2P into phi_ and grad_ (every target particle's values are
     // overwritten by L2P, then P2P adds), then `finish`. The local stages after the last import
     // are agreed in one step on several ranks: the caller's next collective may be anywhere.
@@ -185,9 +231,13 @@ class ForceSolver::Impl {
     if (relative()) {
       // |a| of every particle: from the previous call, or else from a coarser evaluation now.
       auto const allowance = [&] {
+        fault_injection::point("force.allowance");
         relative_opening_allowance(space_, tree_, geometry_, carried_, config_.tolerance / std::fabs(config_.G),
                                    tree_.num_nodes, allowed_);
       };
+      // After the estimating evaluation the allowance is agreed with its local stages; from a
+      // known estimate, in the Allreduce that combines the shared cells' allowances.
+      std::string allowance_error;
       if (!known) {
         evaluate(OpeningTest{config_.estimate_theta, reach}, false, [&] {
           store_estimate(n);
@@ -195,9 +245,9 @@ class ForceSolver::Impl {
           allowance();
         });
       } else {
-        allowance();
+        allowance_error = failure_of(allowance);
       }
-      distributed_.combine_shared_minimum(space_, context_, allowed_);
+      distributed_.combine_shared_minimum(space_, context_, allowed_, allowance_error);
       test.allowed = allowed_;
     }
     evaluate(test, true, [&] {
@@ -209,33 +259,42 @@ class ForceSolver::Impl {
 
   void compute_in_input_order(Particles<MemorySpace> const& particles, ScalarView<double>& potential,
                               Vec3View<double>& acceleration) {
-    if (particles.num >= (std::size_t(1) << 40))
-      fail("compute_in_input_order supports up to 2^40 particles per rank, rank {} has {}", context_.rank(), particles.num);
     // Tag every particle with its input index, compute in owner order, send results back.
     plan_.valid = false;
-    Particles<MemorySpace> work(particles.num);
-    work.assign(particles);
-    std::uint64_t const rank_bits = std::uint64_t(context_.rank()) << 40;
-    auto work_id = work.id;
-    Kokkos::parallel_for(
-        "kfmm::solver::tag_input", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, particles.num),
-        KOKKOS_LAMBDA(std::size_t i) { work_id(i) = rank_bits | std::uint64_t(i); });
     // The estimate belongs to the caller's particles (ids, input order), as work is.
     bool const known = estimate_applies(particles);
-    if (known) carry_estimate(estimate_, particles.num);
-    compute_forces(work, known);
-    full_work_ = local_work(work.num);
-    refit_work_ = {};
-    potential = ScalarView<double>("kfmm::solver::potential_input_order", particles.capacity());
-    acceleration = Vec3View<double>("kfmm::solver::acceleration_input_order", particles.capacity());
+    Particles<MemorySpace> work;
+    std::string const failed = before_evaluation(particles.num, known, [&] {
+      if (particles.num >= (std::size_t(1) << 40))
+        fail("compute_in_input_order supports up to 2^40 particles per rank, rank {} has {}", context_.rank(),
+             particles.num);
+      work = Particles<MemorySpace>(particles.num);
+      work.assign(particles);
+      tag_input_order(work);
+    });
+    compute_forces(work, known, failed);
+    // The return to input order: what can fail on one rank (a full device) comes before the
+    // return plan's counts travel and is agreed with them (keep_plan), not in a collective of its own.
     // The cost weights (measured on several ranks) go back too: the next call gets the particles
     // in this input order. Every rank takes part, also one that owned none of them.
     bool const weighted = context_.size() > 1;
-    keep_plan(particles, work);
     ScalarView<double> costs;
-    if (weighted) costs = ScalarView<double>("kfmm::solver::costs", particles.num);
-    return_results(potential_, acceleration_, weighted ? cost_weights() : ScalarView<double>(), potential, acceleration,
-                   costs);
+    ReturnPayload payload;
+    std::string const return_failed = failure_of([&] {
+      fault_injection::point("force.return");
+      full_work_ = local_work(work.num);
+      refit_work_ = {};
+      potential = ScalarView<double>("kfmm::solver::potential_input_order", particles.capacity());
+      acceleration = Vec3View<double>("kfmm::solver::acceleration_input_order", particles.capacity());
+      payload = ReturnPayload(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::return_payload"), work.num);
+      if (weighted) {
+        costs = ScalarView<double>("kfmm::solver::costs", particles.num);
+        grow_preserving(costs_, particles.num);  // use_cost_weights' room, before the last exchange
+      }
+    });
+    keep_plan(particles, work, return_failed);
+    return_results(payload, potential_, acceleration_, weighted ? cost_weights() : ScalarView<double>(), potential,
+                   acceleration, costs);
     fill_padding(potential, acceleration, particles.num);
     if (weighted) use_cost_weights(costs, particles.num);
     if (relative()) remember_estimate(particles.id, acceleration, particles.num);
@@ -323,26 +382,34 @@ class ForceSolver::Impl {
 
   // Keeps what compute_active needs to evaluate the same particles again without a new
   // decomposition: their ids, the owner-order particles `work` (ids: input rank << 40 | input
-  // index), the plan between the two orders and the cube of the keys. Collective.
-  void keep_plan(Particles<MemorySpace> const& particles, Particles<MemorySpace> const& work) {
+  // index), the plan between the two orders and the cube of the keys. `failed`: this rank failed
+  // before (agreed where the plan's counts are, then every rank throws). Collective.
+  void keep_plan(Particles<MemorySpace> const& particles, Particles<MemorySpace> const& work, std::string failed) {
     std::size_t const owned = work.num;
-    ScalarView<int> destinations(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::plan_ranks"), owned);
-    ScalarView<std::uint64_t> index(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::plan_index"), owned);
-    auto const id = work.id;
-    Kokkos::parallel_for(
-        "kfmm::solver::plan_destinations", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, owned),
-        KOKKOS_LAMBDA(std::size_t i) {
-          destinations(i) = static_cast<int>(id(i) >> 40);
-          index(i) = id(i) & ((std::uint64_t(1) << 40) - 1);
-        });
+    ScalarView<int> destinations;
+    ScalarView<std::uint64_t> index;
+    try {
+      if (failed.empty()) {
+        destinations = ScalarView<int>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::plan_ranks"), owned);
+        index = ScalarView<std::uint64_t>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::plan_index"), owned);
+        plan_destinations(work.id, owned, destinations, index);
+        plan_.ids = ScalarView<std::uint64_t>(
+            Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::plan_ids"), particles.num);
+      }
+    } catch (std::exception const& e) {
+      failed = e.what();
+    }
     // Each owned particle goes back to the rank it came from in the decomposition: an answer
     // to that plan, whose counts need no consensus.
     auto const& came_from = distributed_.decomposition_partners();
-    plan_.back = context_.size() > 1 ? ExchangePlan<MemorySpace>::reply_to(context_, came_from, destinations, owned)
-                                     : ExchangePlan<MemorySpace>(context_, destinations, owned);
+    if (context_.size() > 1) {
+      plan_.back = ExchangePlan<MemorySpace>::reply_to(context_, came_from, destinations, owned, failed);
+      agree_on_error(context_, failed);
+    } else {
+      if (!failed.empty()) fail("{}", failed);
+      plan_.back = ExchangePlan<MemorySpace>(context_, destinations, owned);
+    }
     plan_.input_index = plan_.back.exchange(index);
-    plan_.ids = ScalarView<std::uint64_t>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::plan_ids"),
-                                          particles.num);
     Kokkos::deep_copy(space_, plan_.ids, Kokkos::subview(particles.id, Kokkos::make_pair(std::size_t(0), particles.num)));
     plan_.count = particles.num;
     plan_.owned = work;
@@ -350,15 +417,35 @@ class ForceSolver::Impl {
     plan_.valid = true;
   }
 
+  // Tags of owner-order particles (input rank << 40 | input index) → input rank and index.
+  void plan_destinations(ScalarView<std::uint64_t> const& id, std::size_t owned, ScalarView<int> const& destinations,
+                         ScalarView<std::uint64_t> const& index) {
+    Kokkos::parallel_for(
+        "kfmm::solver::plan_destinations", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, owned),
+        KOKKOS_LAMBDA(std::size_t i) {
+          destinations(i) = static_cast<int>(id(i) >> 40);
+          index(i) = id(i) & ((std::uint64_t(1) << 40) - 1);
+        });
+  }
+
+  // Marks every particle of `work` with its input rank and index (its tag).
+  void tag_input_order(Particles<MemorySpace> const& work) {
+    std::uint64_t const rank_bits = std::uint64_t(context_.rank()) << 40;
+    auto work_id = work.id;
+    Kokkos::parallel_for(
+        "kfmm::solver::tag_input", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, work.num),
+        KOKKOS_LAMBDA(std::size_t i) { work_id(i) = rank_bits | std::uint64_t(i); });
+  }
+
   // Owner-order values (G-scaled results `potential`/`acceleration`, and `cost` when not empty)
-  // back to their input rows along the kept plan. Collective.
-  void return_results(ScalarView<double> const& potential, Vec3View<double> const& acceleration,
-                      ScalarView<double> const& cost, ScalarView<double> const& potential_out,
-                      Vec3View<double> const& acceleration_out, ScalarView<double> const& cost_out) {
+  // back to their input rows along the kept plan, packed in `payload` (a row per owned
+  // particle, allocated by the caller before the plan's agreement). Collective.
+  void return_results(ReturnPayload const& payload, ScalarView<double> const& potential,
+                      Vec3View<double> const& acceleration, ScalarView<double> const& cost,
+                      ScalarView<double> const& potential_out, Vec3View<double> const& acceleration_out,
+                      ScalarView<double> const& cost_out) {
     std::size_t const owned = plan_.owned.num;
     bool const with_cost = cost.extent(0) >= owned && cost_out.extent(0) > 0;
-    Kokkos::View<double* [5], Kokkos::LayoutLeft, MemorySpace> payload(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::return_payload"), owned);
     Kokkos::parallel_for(
         "kfmm::solver::pack_results", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, owned),
         KOKKOS_LAMBDA(std::size_t i) {
@@ -384,24 +471,25 @@ class ForceSolver::Impl {
   void return_active_results(ScalarView<std::uint8_t> const& targets, ScalarView<double> const& potential,
                              Vec3View<double> const& acceleration, ScalarView<double> const& cost,
                              ScalarView<double> const& potential_out, Vec3View<double> const& acceleration_out,
-                             ScalarView<double> const& cost_out) {
+                             ScalarView<double> const& cost_out, std::string failed) {
     std::size_t const owned = plan_.owned.num;
     bool const with_cost = cost.extent(0) >= owned && cost_out.extent(0) > 0;
-    ScalarView<int> destinations(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::active_ranks"), owned);
-    Kokkos::View<double* [6], Kokkos::LayoutLeft, MemorySpace> payload(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::active_payload"), owned);
-    auto const tag = plan_.owned.id;
-    Kokkos::parallel_for(
-        "kfmm::solver::pack_active_results", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, owned),
-        KOKKOS_LAMBDA(std::size_t j) {
-          destinations(j) = targets(j) ? static_cast<int>(tag(j) >> 40) : -1;
-          payload(j, 0) = double(tag(j) & ((std::uint64_t(1) << 40) - 1));
-          payload(j, 1) = potential(j);
-          for (int k = 0; k < 3; ++k) payload(j, 2 + k) = acceleration(j, k);
-          payload(j, 5) = with_cost ? cost(j) : 0.0;
-        });
-    // Some of the rows the kept plan returns, to some of its ranks: its partners carry the counts.
-    auto const plan = ExchangePlan<MemorySpace>::within(context_, plan_.back, destinations, owned);
+    ScalarView<int> destinations;
+    ActivePayload payload;
+    try {
+      if (failed.empty()) {
+        destinations = ScalarView<int>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::active_ranks"), owned);
+        payload = ActivePayload(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::active_payload"), owned);
+        pack_active_results(targets, potential, acceleration, with_cost ? cost : ScalarView<double>(), destinations,
+                            payload);
+      }
+    } catch (std::exception const& e) {
+      failed = e.what();
+    }
+    // Some of the rows the kept plan returns, to some of its ranks: its partners carry the counts
+    // (and this rank's failure, agreed with them).
+    auto const plan = ExchangePlan<MemorySpace>::within(context_, plan_.back, destinations, owned, failed);
+    agree_on_error(context_, failed);
     auto const back = plan.exchange(payload);
     Kokkos::parallel_for(
         "kfmm::solver::unpack_active_results", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, plan.num_import()),
@@ -414,6 +502,25 @@ class ForceSolver::Impl {
     space_.fence();
   }
 
+  // Rows of the owner-order `targets` for return_active_results (input index, potential,
+  // acceleration, cost when not empty) and their input ranks (−1: not a target).
+  void pack_active_results(ScalarView<std::uint8_t> const& targets, ScalarView<double> const& potential,
+                           Vec3View<double> const& acceleration, ScalarView<double> const& cost,
+                           ScalarView<int> const& destinations, ActivePayload const& payload) {
+    std::size_t const owned = plan_.owned.num;
+    bool const with_cost = cost.extent(0) >= owned;
+    auto const tag = plan_.owned.id;
+    Kokkos::parallel_for(
+        "kfmm::solver::pack_active_results", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, owned),
+        KOKKOS_LAMBDA(std::size_t j) {
+          destinations(j) = targets(j) ? static_cast<int>(tag(j) >> 40) : -1;
+          payload(j, 0) = double(tag(j) & ((std::uint64_t(1) << 40) - 1));
+          payload(j, 1) = potential(j);
+          for (int k = 0; k < 3; ++k) payload(j, 2 + k) = acceleration(j, k);
+          payload(j, 5) = with_cost ? cost(j) : 0.0;
+        });
+  }
+
   // compute_active on the kept plan: the new positions (and masses, flags and |a| estimates)
   // travel to the owner-order particles along the plan, the local tree keeps its topology and
   // gets new geometry and multipoles (a refit: node radii are measured from the particles, so
@@ -422,7 +529,6 @@ class ForceSolver::Impl {
   void refit_and_evaluate(Particles<MemorySpace> const& particles, ActiveFlags const& active,
                           ScalarView<double> const& potential, Vec3View<double> const& acceleration) {
     start_call();
-    agree_on_error(context_, check_input(particles));
     int const n = static_cast<int>(plan_.owned.num);
     ScalarView<std::uint8_t> targets = move_to_owners(particles, active);
     phase("domain");
@@ -444,27 +550,60 @@ class ForceSolver::Impl {
       scale_results(n, owned_potential, owned_acceleration);
       if (context_.size() > 1) owned_cost = measure_active_costs(targets, n);
     });
-    refit_work_ = local_work(target_leaf_particles());
-    stats_.tree_refitted = true;
+    // The return to input order: a failure on one rank before it is agreed with the return
+    // plan's counts (return_active_results).
     bool const weighted = context_.size() > 1 && weights_count_ == particles.num;
     ScalarView<double> costs;
-    if (weighted) costs = ScalarView<double>("kfmm::solver::active_costs", particles.num);
+    std::string const return_failed = failure_of([&] {
+      fault_injection::point("force.return");
+      refit_work_ = local_work(target_leaf_particles());
+      stats_.tree_refitted = true;
+      if (weighted) costs = ScalarView<double>("kfmm::solver::active_costs", particles.num);
+    });
     if (context_.size() > 1)
-      return_active_results(targets, owned_potential, owned_acceleration, owned_cost, potential, acceleration, costs);
+      return_active_results(targets, owned_potential, owned_acceleration, owned_cost, potential, acceleration, costs,
+                            return_failed);
     if (weighted) accumulate_costs(costs, particles.num);
     if (relative()) update_estimate(active, acceleration, particles.num);
     phase("return");
     finish_call(owned, n);
   }
 
-  // New positions, masses and active flags (and |a| estimates) into plan_.owned / carried_
-  // along the plan; returns the owner-order flags. Collective.
+  // Checks the particles (agreed) and moves their new positions, masses and active flags (and
+  // |a| estimates) into plan_.owned / carried_ along the plan; returns the owner-order flags.
+  // What can fail on one rank (a full device) comes before the agreement of the check.
+  // Collective.
   ScalarView<std::uint8_t> move_to_owners(Particles<MemorySpace> const& particles, ActiveFlags const& active) {
-    if (context_.size() == 1) return gather_on_one_rank(particles, active);
+    if (context_.size() == 1) {
+      agree_on_error(context_, check_input(particles));
+      fault_injection::point("force.refit_positions");
+      return gather_on_one_rank(particles, active);
+    }
+    std::string failed = check_input(particles);
+    std::size_t const n = plan_.owned.num;
+    RefitPayload payload;
+    ScalarView<std::uint8_t> targets;
+    try {
+      fault_injection::point("force.refit_positions");
+      payload = pack_for_owners(particles, active);
+      targets = ScalarView<std::uint8_t>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::targets"), n);
+      if (relative())
+        carried_ =
+            ScalarView<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::carried_estimate"), n);
+    } catch (std::exception const& e) {
+      if (failed.empty()) failed = e.what();
+    }
+    agree_on_error(context_, failed);
+    auto const owned_rows = plan_.back.reverse(payload);
+    unpack_at_owners(owned_rows, targets);
+    return targets;
+  }
+
+  // The caller's rows of move_to_owners, in the kept plan's import order.
+  RefitPayload pack_for_owners(Particles<MemorySpace> const& particles, ActiveFlags const& active) {
     std::size_t const imports = plan_.back.num_import();
     bool const with_estimate = relative();
-    Kokkos::View<double* [6], Kokkos::LayoutLeft, MemorySpace> payload(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::refit_payload"), imports);
+    RefitPayload payload(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::refit_payload"), imports);
     auto const index = plan_.input_index;
     auto const pos = particles.pos;
     auto const mass = particles.mass;
@@ -478,11 +617,13 @@ class ForceSolver::Impl {
           payload(k, 4) = active(i) ? 1.0 : 0.0;
           payload(k, 5) = with_estimate ? estimate(i) : 0.0;
         });
-    auto const owned_rows = plan_.back.reverse(payload);
+    return payload;
+  }
+
+  // move_to_owners' rows, arrived at the owners, into plan_.owned, `targets` and carried_.
+  void unpack_at_owners(RefitPayload const& owned_rows, ScalarView<std::uint8_t> const& targets) {
     std::size_t const n = plan_.owned.num;
-    ScalarView<std::uint8_t> targets(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::targets"), n);
-    if (with_estimate)
-      carried_ = ScalarView<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::carried_estimate"), n);
+    bool const with_estimate = relative();
     auto owned_pos = plan_.owned.pos;
     auto owned_mass = plan_.owned.mass;
     auto carried = carried_;
@@ -494,7 +635,6 @@ class ForceSolver::Impl {
           if (with_estimate) carried(j) = owned_rows(j, 5);
         });
     space_.fence();
-    return targets;
   }
 
   // move_to_owners on one rank, where the plan is a permutation: owner-order particle j is input
@@ -1066,6 +1206,7 @@ class ForceSolver::Impl {
   Vec3View<double> acceleration_{"kfmm::solver::acceleration", 0};
   ForceStats stats_;
   Kokkos::Timer total_timer_, phase_timer_;
+  std::uint64_t host_device_start_ = 0;  ///< host_device_bytes() at the start of the call
   BoundingCube last_cube_{};
   // compute_active's reusable plan, kept by the last compute_in_input_order().
   struct ActivePlan {

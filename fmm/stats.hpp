@@ -30,6 +30,9 @@ struct ForceStats {
   std::uint64_t bytes_sent = 0, bytes_received = 0;        ///< this rank
   std::uint64_t bytes_sent_max = 0, bytes_received_max = 0;  ///< over ranks
   std::uint64_t imported_nodes = 0, imported_particles = 0;  ///< this rank
+  /// Array bytes this rank copied between host and device memory in the call, counted on every
+  /// backend: what a GPU build without GPU-aware MPI moves (core/host_device_bytes.hpp).
+  std::uint64_t host_device_bytes = 0;
 
   double seconds(std::string const& phase) const {
     for (auto const& [name, t] : phases)
