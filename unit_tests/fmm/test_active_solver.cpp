@@ -317,9 +317,12 @@ TEST_F(ActiveSolverInputTest, AStaleTreeIsRebuilt) {
       for (int d = 0; d < 3; ++d) pos(i, d) = other.pos(i, d);
     Kokkos::deep_copy(particles.pos, pos);
   }
+  // Most particles active: P2P sums the active particles of a leaf only, so with a few per leaf
+  // the scrambled tree's P2P can cost less than a good tree's M2L; the solver's criterion counts
+  // P2P as for whole leaves, the raw work compared below does not.
   ActiveFlags active("active", particles.num);
   auto flag = Kokkos::create_mirror_view(active);
-  for (std::size_t i = 0; i < particles.num; ++i) flag(i) = i % 10 == 0 ? 1 : 0;
+  for (std::size_t i = 0; i < particles.num; ++i) flag(i) = i % 10 != 0 ? 1 : 0;
   Kokkos::deep_copy(active, flag);
   auto const work = [&] { return double(solver.stats().p2p_pairs) + 400.0 * double(solver.stats().m2l); };
   ScalarView<double> phi("potential", particles.num);
