@@ -6,6 +6,7 @@
 #include <kfmm/core/tree.hpp>
 #include <kfmm/fmm/dual_tree_walk.hpp>
 #include <kfmm/fmm/node_geometry.hpp>
+#include <kfmm/fmm/target_particles.hpp>
 
 #include <memory>
 
@@ -51,15 +52,15 @@ class ExpansionPass {
 
   /// Clears the local expansions and applies M2L over the lists.
   virtual void translate(ExecutionSpace const& space, NodeGeometry const& geometry, PairLists const& m2l) = 0;
-  /// L2L down the local tree, then L2P into phi / grad of the target particles (overwritten).
-  /// Nodes flagged node_idle get no L2L and no L2P (their particles' rows keep what they held).
+  /// L2L down the local tree, then L2P into phi / grad of the `targets` (overwritten). Nodes
+  /// flagged node_idle get no L2L and no L2P; rows of other particles keep what they held.
   virtual void evaluate_locals(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
-                               PassParticles const& particles, ScalarView<double> const& phi,
-                               Vec3View<double> const& grad) = 0;
-  /// Adds the near field (P2P over the lists) to phi / grad.
+                               PassParticles const& particles, TargetParticles const& targets,
+                               ScalarView<double> const& phi, Vec3View<double> const& grad) = 0;
+  /// Adds the near field (P2P over the lists) to phi / grad of the `targets`.
   virtual void add_near_field(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
-                              PairLists const& p2p, PassParticles const& particles, ScalarView<double> const& phi,
-                              Vec3View<double> const& grad) = 0;
+                              PairLists const& p2p, PassParticles const& particles, TargetParticles const& targets,
+                              ScalarView<double> const& phi, Vec3View<double> const& grad) = 0;
 
   /// Particle pairs of the last add_near_field().
   virtual std::uint64_t p2p_pairs() const = 0;

@@ -11,15 +11,21 @@
 
 namespace kfmm::detail {
 
-/// Scaled offsets u = (x − c)/s (inv = 1/s) of the particles first … first + count − 1 of a
-/// leaf, one per lane; idle lanes l ≥ count repeat the first particle, so they stay finite and
-/// the caller gives them no weight (P2M) or does not store them (L2P).
-template <class Real, int W>
+/// The particles of a leaf in order: particle k is k (P2M).
+struct EveryParticle {
+  KOKKOS_INLINE_FUNCTION int operator()(int k) const { return k; }
+};
+
+/// Scaled offsets u = (x − c)/s (inv = 1/s) of the particles particle(first) … particle(first +
+/// count − 1) of a leaf (`particle`: EveryParticle, or a TargetParticles::index), one per lane;
+/// idle lanes l ≥ count repeat the first particle, so they stay finite and the caller gives
+/// them no weight (P2M) or does not store them (L2P).
+template <class Real, int W, class Particle>
 KOKKOS_INLINE_FUNCTION void gather_scaled_offsets(Vec3View<double> const& pos, Vec3View<double> const& centre,
-                                                  int node, double inv, int first, int count, Real* ux, Real* uy,
-                                                  Real* uz) {
+                                                  int node, double inv, Particle const& particle, int first,
+                                                  int count, Real* ux, Real* uy, Real* uz) {
   for (int l = 0; l < W; ++l) {
-    int const i = first + (l < count ? l : 0);
+    int const i = particle(first + (l < count ? l : 0));
     ux[l] = Real((pos(i, 0) - centre(node, 0)) * inv);
     uy[l] = Real((pos(i, 1) - centre(node, 1)) * inv);
     uz[l] = Real((pos(i, 2) - centre(node, 2)) * inv);
@@ -50,7 +56,7 @@ struct UpwardFunctor {
         int const count = compat::math::min(W, pend(node) - first);
         Real m[W], ux[W], uy[W], uz[W];
         for (int l = 0; l < W; ++l) m[l] = l < count ? Real(mass(first + l)) : Real(0);
-        gather_scaled_offsets<Real, W>(pos, centre, node, inv, first, count, ux, uy, uz);
+        gather_scaled_offsets<Real, W>(pos, centre, node, inv, EveryParticle{}, first, count, ux, uy, uz);
         p2m_lanes<P, Real, W>(m, ux, uy, uz, lanes);
       }
       for (int n = 0; n < N; ++n)
@@ -188,23 +194,23 @@ class ExpansionPassImpl final : public ExpansionPass {
   }
 
   void evaluate_locals(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
-                       PassParticles const& particles, ScalarView<double> const& phi,
+                       PassParticles const& particles, TargetParticles const& targets, ScalarView<double> const& phi,
                        Vec3View<double> const& grad) override {
     if (use_teams()) {
       for (int level = 0; level + 1 < tree.num_levels(); ++level)
         l2l_teams<Real, P>(space, local_, tree, geometry, tree.level_offset[level],
                            tree.level_offset[level + 1] - tree.level_offset[level]);
-      l2p_teams<Real, P>(space, local_, tree, geometry, particles.pos, phi, grad);
+      l2p_teams<Real, P>(space, local_, tree, geometry, particles.pos, targets, phi, grad);
     } else if constexpr (!gpu_shaped_kernels<ExecutionSpace>()) {
       downward(space, tree, geometry);
-      evaluate_at_particles(space, tree, geometry, particles, phi, grad);
+      evaluate_at_particles(space, tree, geometry, particles, targets, phi, grad);
     }
   }
 
   void add_near_field(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
-                      PairLists const& p2p, PassParticles const& particles, ScalarView<double> const& phi,
-                      Vec3View<double> const& grad) override {
-    pairs_ = near_field<Real, kind>(space, tree, geometry, p2p, particles, h_, phi, grad, near_);
+                      PairLists const& p2p, PassParticles const& particles, TargetParticles const& targets,
+                      ScalarView<double> const& phi, Vec3View<double> const& grad) override {
+    pairs_ = near_field<Real, kind>(space, tree, geometry, p2p, particles, targets, h_, phi, grad, near_);
   }
 
   std::uint64_t p2p_pairs() const override { return pairs_; }
@@ -297,8 +303,8 @@ class ExpansionPassImpl final : public ExpansionPass {
   }
 
   void evaluate_at_particles(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
-                             PassParticles const& particles, ScalarView<double> const& phi,
-                             Vec3View<double> const& grad) {
+                             PassParticles const& particles, TargetParticles const& targets,
+                             ScalarView<double> const& phi, Vec3View<double> const& grad) {
     auto const L = local_;
     auto const centre = geometry.centre;
     auto const scale = geometry.scale;
@@ -308,24 +314,28 @@ class ExpansionPassImpl final : public ExpansionPass {
     auto const cbegin = tree.child_begin;
     auto const cend = tree.child_end;
     auto const flags = geometry.flags;
+    auto const before = targets.before;
+    auto const index = targets.index;
     Kokkos::parallel_for(
         "kfmm::fmm::l2p", Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, tree.num_nodes),
         KOKKOS_LAMBDA(int node) {
           if (cbegin(node) != cend(node) || (flags(node) & (node_remote | node_idle))) return;
           double const s = scale(node);
           double const inv = 1.0 / s;
-          // W particles at a time, one per lane.
+          // The leaf's targets, W at a time, one per lane.
           constexpr int W = particle_lanes<ExecutionSpace, Real>;
-          for (int first = pbegin(node); first < pend(node); first += W) {
-            int const count = compat::math::min(W, pend(node) - first);
+          int const last = before(pend(node));
+          for (int first = before(pbegin(node)); first < last; first += W) {
+            int const count = compat::math::min(W, last - first);
             Real ux[W], uy[W], uz[W], p[W], gx[W], gy[W], gz[W];
-            gather_scaled_offsets<Real, W>(pos, centre, node, inv, first, count, ux, uy, uz);
+            gather_scaled_offsets<Real, W>(pos, centre, node, inv, index, first, count, ux, uy, uz);
             l2p_lanes<P, Real, W>(&L(node, 0), Real(s), ux, uy, uz, p, gx, gy, gz);
             for (int l = 0; l < count; ++l) {
-              phi(first + l) = p[l];
-              grad(first + l, 0) = gx[l];
-              grad(first + l, 1) = gy[l];
-              grad(first + l, 2) = gz[l];
+              int const i = index(first + l);
+              phi(i) = p[l];
+              grad(i, 0) = gx[l];
+              grad(i, 1) = gy[l];
+              grad(i, 2) = gz[l];
             }
           }
         });

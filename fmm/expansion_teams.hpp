@@ -14,6 +14,7 @@
 #include <kfmm/fmm/dual_tree_walk.hpp>
 #include <kfmm/fmm/expansion.hpp>
 #include <kfmm/fmm/node_geometry.hpp>
+#include <kfmm/fmm/target_particles.hpp>
 
 #include <cstddef>
 
@@ -440,8 +441,9 @@ void l2l_teams(ExecutionSpace const& space, typename L2LTeams<Real, P>::Coeffici
                                geometry.flags, first});
 }
 
-/// L2P, GPU shape: a team per node (leaves that are not remote do work); the leaf's local
-/// coefficients in scratch [N], a thread per particle evaluating l2p_streamed().
+/// L2P, GPU shape: a team per node (leaves that are neither remote nor idle do work); the
+/// leaf's local coefficients in scratch [N], a thread per target particle (TargetParticles)
+/// evaluating l2p_streamed().
 template <class Real, int P>
 struct L2PTeams {
   static constexpr int N = ncoeff<P>;
@@ -451,6 +453,7 @@ struct L2PTeams {
   Vec3View<double> centre;
   ScalarView<double> scale;
   Vec3View<double> pos;
+  ScalarView<int> before, index;
   ScalarView<int> pbegin, pend, cbegin, cend, flags;
   ScalarView<double> phi;
   Vec3View<double> grad;
@@ -463,7 +466,8 @@ struct L2PTeams {
     team.team_barrier();
     double const s = scale(node);
     double const inv = 1.0 / s;
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, pbegin(node), pend(node)), [&](int i) {
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, before(pbegin(node)), before(pend(node))), [&](int k) {
+      int const i = index(k);
       Real p, gx, gy, gz;
       l2p_streamed<P>(local.data(), Real(s), Real((pos(i, 0) - centre(node, 0)) * inv),
                       Real((pos(i, 1) - centre(node, 1)) * inv), Real((pos(i, 2) - centre(node, 2)) * inv), p, gx,
@@ -476,16 +480,17 @@ struct L2PTeams {
   }
 };
 
-/// L2P into phi / grad (overwritten) of the particles of every local leaf, GPU shape.
+/// L2P into phi / grad (overwritten) of the target particles of every local leaf, GPU shape.
 template <class Real, int P>
 void l2p_teams(ExecutionSpace const& space, typename L2PTeams<Real, P>::Coefficients const& L, Tree<> const& tree,
-               NodeGeometry const& geometry, Vec3View<double> const& pos, ScalarView<double> const& phi,
-               Vec3View<double> const& grad, TeamShape shape = {}) {
+               NodeGeometry const& geometry, Vec3View<double> const& pos, TargetParticles const& targets,
+               ScalarView<double> const& phi, Vec3View<double> const& grad, TeamShape shape = {}) {
   if (tree.num_nodes <= 0) return;
   using Functor = L2PTeams<Real, P>;
   std::size_t const bytes = TeamScratch<Real>::shmem_size(ncoeff<P>);
   Kokkos::parallel_for("kfmm::fmm::l2p_teams", make_team_policy<TeamPolicyDynamic>(space, tree.num_nodes, shape, bytes),
-                       Functor{L, geometry.centre, geometry.scale, pos, tree.particle_begin, tree.particle_end,
+                       Functor{L, geometry.centre, geometry.scale, pos, targets.before, targets.index,
+                               tree.particle_begin, tree.particle_end,
                                tree.child_begin, tree.child_end, geometry.flags, phi, grad});
 }
 

@@ -12,6 +12,7 @@
 #include <kfmm/fmm/dual_tree_walk.hpp>
 #include <kfmm/fmm/expansion_pass.hpp>
 #include <kfmm/fmm/softening.hpp>
+#include <kfmm/fmm/target_particles.hpp>
 
 #if defined(__AVX512F__) && !defined(__CUDA_ARCH__) && \
     !defined(__HIP_DEVICE_COMPILE__) && !defined(__SYCL_DEVICE_ONLY__)
@@ -362,11 +363,12 @@ inline void p2p_sources<SofteningKind::Plummer, double, 16>(double const* KOKKOS
 
 /// \brief The near field in the CPU shape (see near_field): per list segment, a team of one
 /// thread per target leaf gathers all its sources into scratch memory (relative to its own
-/// centre), then every target particle runs one long contiguous loop over them.
+/// centre), then every target particle of the leaf runs one long contiguous loop over them.
 template <class Real, SofteningKind kind>
 std::uint64_t near_field_gathered(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
-                         PairLists const& lists, PassParticles const& particles, Real h, ScalarView<double> const& phi,
-                         Vec3View<double> const& grad, NearFieldScratch<Real>& scratch) {
+                         PairLists const& lists, PassParticles const& particles, TargetParticles const& targets,
+                         Real h, ScalarView<double> const& phi, Vec3View<double> const& grad,
+                         NearFieldScratch<Real>& scratch) {
   int const n = particles.num_sources;
   if (scratch.xm.extent(0) < std::size_t(n)) Kokkos::resize(scratch.xm, std::size_t(n) + n / 2);
   auto xm = scratch.xm;
@@ -388,6 +390,8 @@ std::uint64_t near_field_gathered(ExecutionSpace const& space, Tree<> const& tre
   auto const target = lists.target;
   auto const offset = lists.offset;
   auto const source = lists.source;
+  auto const before = targets.before;
+  auto const index = targets.index;
   // The largest number of sources of one target leaf sizes the scratch memory.
   int max_sources = 0;
   Kokkos::parallel_reduce(
@@ -442,19 +446,21 @@ std::uint64_t near_field_gathered(ExecutionSpace const& space, Tree<> const& tre
             sx(j) = sy(j) = sz(j) = sm(j) = Real(0);
           });
           team.team_barrier();
-          int const ia = pbegin(a);
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, pend(a) - ia), [&](int t) {
-            int const i = ia + t;
+          // The leaf's targets (particle ia + t is source self + t of its own leaf).
+          int const ia = pbegin(a), k0 = before(ia), k1 = before(pend(a));
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, k0, k1), [&](int k) {
+            int const i = index(k);
             Real p = 0, gx = 0, gy = 0, gz = 0;
-            p2p_sources<kind, Real, W>(sx.data(), sy.data(), sz.data(), sm.data(), padded, self >= 0 ? self + t : -1,
-                                    xm(i, 0), xm(i, 1), xm(i, 2), h, p, gx, gy, gz);
+            p2p_sources<kind, Real, W>(sx.data(), sy.data(), sz.data(), sm.data(), padded,
+                                       self >= 0 ? self + (i - ia) : -1, xm(i, 0), xm(i, 1), xm(i, 2), h, p, gx, gy,
+                                       gz);
             phi(i) += p;
             grad(i, 0) += gx;
             grad(i, 1) += gy;
             grad(i, 2) += gz;
           });
-          std::uint64_t const targets = pend(a) - ia;
-          Kokkos::single(Kokkos::PerTeam(team), [&]() { count += std::uint64_t(total) * targets - (self >= 0 ? targets : 0); });
+          std::uint64_t const summed = std::uint64_t(k1 - k0);
+          Kokkos::single(Kokkos::PerTeam(team), [&]() { count += std::uint64_t(total) * summed - (self >= 0 ? summed : 0); });
         },
         segment_pairs);
     pairs += segment_pairs;
@@ -465,14 +471,14 @@ std::uint64_t near_field_gathered(ExecutionSpace const& space, Tree<> const& tre
 /// \brief The near field in the GPU shape (see near_field): a team per target leaf, which sums
 /// the sources of all its groups, in segment order, over all segments in one launch. Sources are
 /// staged p2p_tile at a time in level-0 team scratch (positions relative to the target leaf's
-/// centre, converted from double); each thread takes one target particle per tile slot and adds
+/// centre, converted from double); each thread takes one of the leaf's targets per tile slot and adds
 /// the tile's sources in order to the target's sums, which stay in team scratch between tiles.
 /// Every target thus sums its sources in list order whatever the team size, tile size or thread
 /// count. `team_size` 0 takes p2p_team_size(); tests pass others.
 template <class Real, SofteningKind kind>
 std::uint64_t near_field_tiled(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
-                               PairLists const& lists, PassParticles const& particles, Real h,
-                               ScalarView<double> const& phi, Vec3View<double> const& grad,
+                               PairLists const& lists, PassParticles const& particles, TargetParticles const& targets,
+                               Real h, ScalarView<double> const& phi, Vec3View<double> const& grad,
                                NearFieldScratch<Real>& scratch, int team_size = 0) {
   int const nodes = tree.num_nodes;
   if (nodes == 0 || lists.num_groups == 0) return 0;
@@ -509,6 +515,8 @@ std::uint64_t near_field_tiled(ExecutionSpace const& space, Tree<> const& tree, 
   auto const centre = geometry.centre;
   auto const pbegin = tree.particle_begin;
   auto const pend = tree.particle_end;
+  auto const before = targets.before;
+  auto const index = targets.index;
   std::uint64_t pairs = 0;
   Kokkos::parallel_reduce(
       "kfmm::fmm::p2p_tiled", Policy(space, nodes, threads).set_scratch_size(0, Kokkos::PerTeam(scratch_bytes)),
@@ -521,7 +529,8 @@ std::uint64_t near_field_tiled(ExecutionSpace const& space, Tree<> const& tree, 
         Scratch tx(team.team_scratch(0), T), ty(team.team_scratch(0), T), tz(team.team_scratch(0), T);
         Scratch tp(team.team_scratch(0), T), tgx(team.team_scratch(0), T), tgy(team.team_scratch(0), T),
             tgz(team.team_scratch(0), T);
-        int const ia = pbegin(a), na = pend(a) - ia;
+        // The leaf's targets k0 … k1 − 1 (particle ia + t is source self + t of its own leaf).
+        int const ia = pbegin(a), k0 = before(ia), na = before(pend(a)) - k0;
         double const cx = centre(a, 0), cy = centre(a, 1), cz = centre(a, 2);
         std::uint64_t sources = 0;
         bool self_listed = false;
@@ -529,7 +538,7 @@ std::uint64_t near_field_tiled(ExecutionSpace const& space, Tree<> const& tree, 
         for (int c0 = 0; c0 < na; c0 += T) {
           int const nc = compat::math::min(T, na - c0);
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nc), [&](int t) {
-            int const i = ia + c0 + t;
+            int const i = index(k0 + c0 + t);
             tx(t) = Real(pos(i, 0) - cx);
             ty(t) = Real(pos(i, 1) - cy);
             tz(t) = Real(pos(i, 2) - cz);
@@ -540,7 +549,7 @@ std::uint64_t near_field_tiled(ExecutionSpace const& space, Tree<> const& tree, 
           int g = head, e = offset(head), jb = 0;
           while (true) {
             // Fill a tile; `self` is the slot of particle 0 of a itself (far off if absent), so
-            // that target t is excluded at slot self + t.
+            // that particle ia + t is excluded at slot self + t.
             int filled = 0, self = -(1 << 30);
             while (filled < T && g >= 0) {
               if (e == offset(g + 1)) {
@@ -574,7 +583,7 @@ std::uint64_t near_field_tiled(ExecutionSpace const& space, Tree<> const& tree, 
             Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nc), [&](int t) {
               Real const xi = tx(t), yi = ty(t), zi = tz(t);
               Real p = tp(t), gx = tgx(t), gy = tgy(t), gz = tgz(t);
-              int const self_slot = self + c0 + t;
+              int const self_slot = self + (index(k0 + c0 + t) - ia);
               for (int j = 0; j < filled; ++j) {
                 Real const dx = xi - sx(j), dy = yi - sy(j), dz = zi - sz(j);
                 Real const r2 = dx * dx + dy * dy + dz * dz;
@@ -597,7 +606,7 @@ std::uint64_t near_field_tiled(ExecutionSpace const& space, Tree<> const& tree, 
             team.team_barrier();
           }
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nc), [&](int t) {
-            int const i = ia + c0 + t;
+            int const i = index(k0 + c0 + t);
             phi(i) += tp(t);
             grad(i, 0) += tgx(t);
             grad(i, 1) += tgy(t);
@@ -612,18 +621,18 @@ std::uint64_t near_field_tiled(ExecutionSpace const& space, Tree<> const& tree, 
   return pairs;
 }
 
-/// \brief Adds the near field to `phi` and `grad` for every target particle and returns the
-/// number of particle pairs. Leaves (local or imported) hold their particles at
+/// \brief Adds the near field to `phi` and `grad` for every target particle (`targets`, among
+/// the pass's first num_targets particles) and returns the number of particle pairs summed. Leaves (local or imported) hold their particles at
 /// `[particle_begin, particle_end)` of the pass particles. Takes the shape that
 /// use_gpu_shape<ExecutionSpace>() names: near_field_tiled or near_field_gathered.
 template <class Real, SofteningKind kind>
 std::uint64_t near_field(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
-                         PairLists const& lists, PassParticles const& particles, Real h, ScalarView<double> const& phi,
-                         Vec3View<double> const& grad, NearFieldScratch<Real>& scratch) {
+                         PairLists const& lists, PassParticles const& particles, TargetParticles const& targets, Real h,
+                         ScalarView<double> const& phi, Vec3View<double> const& grad, NearFieldScratch<Real>& scratch) {
   if constexpr (!gpu_shaped_kernels<ExecutionSpace>())
     if (!use_gpu_shape<ExecutionSpace>())
-      return near_field_gathered<Real, kind>(space, tree, geometry, lists, particles, h, phi, grad, scratch);
-  return near_field_tiled<Real, kind>(space, tree, geometry, lists, particles, h, phi, grad, scratch);
+      return near_field_gathered<Real, kind>(space, tree, geometry, lists, particles, targets, h, phi, grad, scratch);
+  return near_field_tiled<Real, kind>(space, tree, geometry, lists, particles, targets, h, phi, grad, scratch);
 }
 
 }  // namespace kfmm

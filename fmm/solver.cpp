@@ -10,6 +10,7 @@
 #include <kfmm/fmm/node_geometry.hpp>
 #include <kfmm/fmm/relative_opening.hpp>
 #include <kfmm/fmm/solver.hpp>
+#include <kfmm/fmm/target_particles.hpp>
 
 #include <kfmm/core/format.hpp>
 
@@ -146,7 +147,8 @@ class ForceSolver::Impl {
       prepare();
       geometry_.power_exponent = relative() ? config_.order + 1 : 0;
       compute_node_geometry(space_, tree_, particles.pos, particles.mass, config_.centre, cube, geometry_);
-      if (targets.extent(0) > 0) mark_idle_nodes(targets, n);
+      select_targets(space_, targets, n, targets_);
+      if (targets.extent(0) > 0) mark_idle_nodes();
       phase("tree");
       fault_injection::point("force.upward");
       pass_->upward(space_, tree_, geometry_, pass_particles);
@@ -214,10 +216,10 @@ class ForceSolver::Impl {
         pass_->translate(space_, geometry_, m2l_);
         step("m2l");
         fault_injection::point("force.downward");
-        pass_->evaluate_locals(space_, tree_, geometry_, sources, phi_, grad_);
+        pass_->evaluate_locals(space_, tree_, geometry_, sources, targets_, phi_, grad_);
         step("downward");
         fault_injection::point("force.p2p");
-        pass_->add_near_field(space_, tree_, geometry_, p2p_, sources, phi_, grad_);
+        pass_->add_near_field(space_, tree_, geometry_, p2p_, sources, targets_, phi_, grad_);
         step("p2p");
         then();
       };
@@ -548,7 +550,7 @@ class ForceSolver::Impl {
       owned_acceleration =
           Vec3View<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::active_acceleration"), n);
       scale_results(n, owned_potential, owned_acceleration);
-      if (context_.size() > 1) owned_cost = measure_active_costs(targets, n);
+      if (context_.size() > 1) owned_cost = measure_active_costs(n);
     });
     // The return to input order: a failure on one rank before it is agreed with the return
     // plan's counts (return_active_results).
@@ -556,7 +558,7 @@ class ForceSolver::Impl {
     ScalarView<double> costs;
     std::string const return_failed = failure_of([&] {
       fault_injection::point("force.return");
-      refit_work_ = local_work(target_leaf_particles());
+      refit_work_ = refitted_work();
       stats_.tree_refitted = true;
       if (weighted) costs = ScalarView<double>("kfmm::solver::active_costs", particles.num);
     });
@@ -679,15 +681,9 @@ class ForceSolver::Impl {
         });
   }
 
-  // Flags node_idle on the local nodes without a target particle (`targets`, owner order).
-  void mark_idle_nodes(ScalarView<std::uint8_t> const& targets, int n) {
-    ScalarView<int> before(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::targets_before"), n + 1);
-    Kokkos::parallel_scan(
-        "kfmm::solver::count_targets", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, n + 1),
-        KOKKOS_LAMBDA(int i, int& sum, bool final) {
-          if (final) before(i) = sum;
-          if (i < n) sum += targets(i) ? 1 : 0;
-        });
+  // Flags node_idle on the local nodes without a target particle (targets_).
+  void mark_idle_nodes() {
+    auto const before = targets_.before;
     auto const pbegin = tree_.particle_begin;
     auto const pend = tree_.particle_end;
     auto flags = geometry_.flags;
@@ -743,6 +739,18 @@ class ForceSolver::Impl {
     return {pass_->p2p_pairs() + static_cast<std::uint64_t>(m2l), particles};
   }
 
+  // A refitted call's work in the terms of local_work of a full call, per particle of its target
+  // leaves: P2P sums only the active particles of a leaf, so its pairs count as if every
+  // particle of those leaves were a target (each target has its whole leaf's sources). The
+  // comparison with the full call then measures how much more the refitted cells open.
+  TreeWork refitted_work() const {
+    std::uint64_t const leaf_particles = target_leaf_particles();
+    double const m2l = m2l_cost_in_pairs(config_.order) * double(count_m2l());
+    double const p2p =
+        targets_.count > 0 ? double(pass_->p2p_pairs()) * double(leaf_particles) / double(targets_.count) : 0.0;
+    return {static_cast<std::uint64_t>(p2p + m2l), leaf_particles};
+  }
+
   // Particles in the local leaves that are walk targets (not idle) of the last evaluation.
   std::uint64_t target_leaf_particles() const {
     auto const pbegin = tree_.particle_begin;
@@ -761,27 +769,32 @@ class ForceSolver::Impl {
     return count;
   }
 
-  // The cost of an active evaluation per owner-order particle: each target leaf's cost (as in
-  // measure_costs) shared by its target particles; 0 for the others.
-  ScalarView<double> measure_active_costs(ScalarView<std::uint8_t> const& targets, int n) {
-    measure_leaf_costs();
+  // The cost of an active evaluation per owner-order particle (as in measure_costs) for the
+  // target particles, 0 for the others.
+  ScalarView<double> measure_active_costs(int n) {
     ScalarView<double> particle_cost("kfmm::solver::active_particle_costs", n);
+    write_target_costs(particle_cost);
+    return particle_cost;
+  }
+
+  // out(i) = 1 + the cost per target of particle i's leaf (measure_leaf_costs) for every target
+  // particle i (targets_) of a local leaf that was a walk target; other rows keep their values.
+  void write_target_costs(ScalarView<double> const& out) {
+    measure_leaf_costs();
     auto const cost = leaf_cost_;
+    auto const before = targets_.before;
+    auto const index = targets_.index;
     auto const pbegin = tree_.particle_begin;
     auto const pend = tree_.particle_end;
     auto const cbegin = tree_.child_begin;
     auto const cend = tree_.child_end;
     auto const flags = geometry_.flags;
     Kokkos::parallel_for(
-        "kfmm::solver::active_particle_costs", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, tree_.num_nodes),
+        "kfmm::solver::particle_costs", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, tree_.num_nodes),
         KOKKOS_LAMBDA(int node) {
           if (cbegin(node) != cend(node) || (flags(node) & (node_remote | node_idle))) return;
-          int count = 0;
-          for (int i = pbegin(node); i < pend(node); ++i) count += targets(i) ? 1 : 0;
-          for (int i = pbegin(node); i < pend(node); ++i)
-            if (targets(i)) particle_cost(i) = 1.0 + cost(node) / count;
+          for (int k = before(pbegin(node)); k < before(pend(node)); ++k) out(index(k)) = 1.0 + cost(node);
         });
-    return particle_cost;
   }
 
   // Adds an active evaluation's costs (input order) to the weights of the next decomposition,
@@ -1010,21 +1023,9 @@ class ForceSolver::Impl {
   // into inner nodes is left out). The next decomposition balances these weights; their
   // per-rank sums give the load imbalance of this evaluation.
   void measure_costs(int n) {
-    measure_leaf_costs();
     grow_preserving(costs_, std::size_t(n));
-    auto const cost = leaf_cost_;
-    auto const pbegin = tree_.particle_begin;
-    auto const pend = tree_.particle_end;
-    auto particle_cost = costs_;
-    auto const cbegin = tree_.child_begin;
-    auto const cend = tree_.child_end;
-    auto const flags = geometry_.flags;
-    Kokkos::parallel_for(
-        "kfmm::solver::particle_costs", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, tree_.num_nodes),
-        KOKKOS_LAMBDA(int node) {
-          if (cbegin(node) != cend(node) || (flags(node) & node_remote)) return;
-          for (int i = pbegin(node); i < pend(node); ++i) particle_cost(i) = 1.0 + cost(node);
-        });
+    auto const particle_cost = costs_;
+    write_target_costs(particle_cost);  // every particle is a target of a full evaluation
     weights_count_ = static_cast<std::size_t>(n);
     distributed_.set_costs(costs_, n);
     double local_cost = 0;
@@ -1038,7 +1039,9 @@ class ForceSolver::Impl {
     stats_.cost_imbalance = total_cost > 0 ? max_cost * context_.size() / total_cost : 1.0;
   }
 
-  // leaf_cost_ = each target leaf's cost in P2P pairs over the last evaluation's lists.
+  // leaf_cost_ = each target leaf's cost per target particle (targets_) in P2P pairs over the
+  // last evaluation's lists: its sources, and its M2L shared by its targets. (List targets are
+  // local nodes: their particle ranges index targets_.before.)
   void measure_leaf_costs() {
     double const m2l_cost = m2l_cost_in_pairs(config_.order);
     grow_preserving(leaf_cost_, std::size_t(tree_.num_nodes));
@@ -1046,6 +1049,7 @@ class ForceSolver::Impl {
     auto cost = leaf_cost_;
     auto const pbegin = tree_.particle_begin;
     auto const pend = tree_.particle_end;
+    auto const before = targets_.before;
     for (PairLists const* lists : {&p2p_, &m2l_}) {
       bool const near = lists == &p2p_;
       auto const target = lists->target;
@@ -1057,7 +1061,7 @@ class ForceSolver::Impl {
             Kokkos::RangePolicy<ExecutionSpace>(space_, lists->segment_begin[s], lists->segment_begin[s + 1]),
             KOKKOS_LAMBDA(int g) {
               int const a = target(g);
-              double const share = m2l_cost / compat::math::max(1, pend(a) - pbegin(a));
+              double const share = m2l_cost / compat::math::max(1, before(pend(a)) - before(pbegin(a)));
               double c = 0;
               for (int e = offset(g); e < offset(g + 1); ++e)
                 c += near ? double(pend(source(e)) - pbegin(source(e))) : share;
@@ -1196,6 +1200,7 @@ class ForceSolver::Impl {
   ScalarView<double> carried_spare_{"kfmm::solver::carried_estimate", 0};  ///< sort_locally's target, swapped in
   PairLists m2l_, p2p_;
   DistributedTree distributed_;
+  TargetParticles targets_;  ///< the particles whose forces the current evaluation computes (owner order)
   ScalarView<double> leaf_cost_{"kfmm::solver::leaf_cost", 0};
   ScalarView<double> costs_{"kfmm::solver::costs", 0};
   std::size_t weights_count_ = 0;  ///< entries of costs_ that hold the weights of the next call

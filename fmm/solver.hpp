@@ -55,12 +55,12 @@ class ForceSolver {
   /// block-step integrator) reuse it: positions travel to their owners along the plan, the
   /// local tree keeps its topology and gets new node centres, radii (measured from the
   /// particles, so they enclose particles that left their cell) and multipoles from all
-  /// particles, and the walk, M2L, L2L, L2P and P2P run only for nodes holding active
-  /// particles. Accuracy stays that of the opening criterion as long as the tree's cells stay
-  /// compact; call it with every particle active (or compute_in_input_order) to rebuild the tree
-  /// and rebalance the ranks, e.g. at each synchronisation of the time-step hierarchy. No
-  /// particle active anywhere: nothing is computed. Other particles than the plan's: a full
-  /// evaluation (which keeps a new plan).
+  /// particles; the walk, M2L and L2L run only for nodes holding active particles, L2P and P2P
+  /// only for the active particles of those leaves. Accuracy stays that of the opening
+  /// criterion as long as the tree's cells stay compact; call it with every particle active
+  /// (or compute_in_input_order) to rebuild the tree and rebalance the ranks, e.g. at each
+  /// synchronisation of the time-step hierarchy. No particle active anywhere: nothing is
+  /// computed. Other particles than the plan's: a full evaluation (which keeps a new plan).
   ///
   /// The relative criterion uses the |a| estimate of every particle and replaces it by the new
   /// |a| of the active ones only. On several ranks the measured cost of each reused-plan call

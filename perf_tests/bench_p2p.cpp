@@ -96,12 +96,13 @@ void NearField(benchmark::State& state) {
   kfmm::NearFieldScratch<float> scratch;
   kfmm::PassParticles const pass{s.particles.pos, s.particles.mass, s.n, s.n};
   kfmm::ExecutionSpace const space;
+  auto const targets = kfmm::all_targets(space, s.n);
   std::uint64_t pairs = 0;
   for (auto _ : state) {
     pairs = tiled ? kfmm::near_field_tiled<float, kfmm::SofteningKind::Plummer>(space, s.tree, s.geometry, s.lists,
-                                                                                 pass, 0.01f, phi, grad, scratch)
-                  : kfmm::near_field_gathered<float, kfmm::SofteningKind::Plummer>(space, s.tree, s.geometry, s.lists,
-                                                                                    pass, 0.01f, phi, grad, scratch);
+                                                                                 pass, targets, 0.01f, phi, grad, scratch)
+                  : kfmm::near_field_gathered<float, kfmm::SofteningKind::Plummer>(
+                        space, s.tree, s.geometry, s.lists, pass, targets, 0.01f, phi, grad, scratch);
     space.fence();
   }
   state.SetLabel(tiled ? "GPU shape (tiled)" : "CPU shape (gathered)");

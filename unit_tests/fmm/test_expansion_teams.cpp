@@ -268,7 +268,8 @@ void expect_upward_and_downward_teams_match_one_lane() {
     ScalarView<double> phi("phi", n);
     Vec3View<double> grad("grad", n);
     Kokkos::deep_copy(phi, -1.0);
-    detail::l2p_teams<Real, P>(ExecutionSpace(), L, t.tree, t.geometry, t.pos_device, phi, grad, shape);
+    detail::l2p_teams<Real, P>(ExecutionSpace(), L, t.tree, t.geometry, t.pos_device, all_targets(ExecutionSpace(), n),
+                               phi, grad, shape);
     auto const phi_host = Kokkos::create_mirror_view_and_copy(HostSpace(), phi);
     auto const grad_host = Kokkos::create_mirror_view_and_copy(HostSpace(), grad);
     std::vector<double> field;

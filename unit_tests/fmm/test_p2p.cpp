@@ -4,7 +4,9 @@
 // pairs left out, padding sources of mass 0 harmless, for both kernels and both precisions.
 // near_field in both shapes on a real tree and its P2P lists, whatever the build: the GPU shape
 // (near_field_tiled) and the CPU shape (near_field_gathered) against a double pair sum over the
-// lists, the exact pair count, and the GPU shape bit for bit the same for any team size.
+// lists, the exact pair count, and the GPU shape bit for bit the same for any team size. With
+// a scattered subset of target particles (TargetParticles, as ForceSolver::compute_active has
+// them), both shapes give those targets the bits of the full call and leave the other rows alone.
 #include <kfmm/fmm/p2p.hpp>
 
 #include "sorted_tree.hpp"
@@ -190,20 +192,41 @@ class NearField : public testing::Test {
     return kfmm::PassParticles{p.pos, p.mass, setup_->sorted.n, setup_->sorted.n};
   }
 
-  /// One near-field call in a shape (team size 0: the backend's default) into zeroed sums.
+  /// Rows of particles that are not targets hold this before a call (and must after it).
+  static constexpr double untouched = 5.0;
+
+  /// One near-field call in a shape (team size 0: the backend's default) into zeroed sums, for
+  /// the particles flagged in `flags` (empty: all).
   template <class Real, kfmm::SofteningKind kind>
-  NearFieldResult run(bool tiled, double h, int team_size = 0) const {
+  NearFieldResult run(bool tiled, double h, int team_size = 0, std::vector<std::uint8_t> const& flags = {}) const {
     int const n = setup_->sorted.n;
     kfmm::ScalarView<double> phi("phi", n);
     kfmm::Vec3View<double> grad("grad", n);
+    kfmm::ScalarView<std::uint8_t> flagged;
+    if (!flags.empty()) {
+      flagged = kfmm::ScalarView<std::uint8_t>("flags", n);
+      auto const f = Kokkos::create_mirror_view(flagged);
+      auto const p = Kokkos::create_mirror_view(phi);
+      auto const g = Kokkos::create_mirror_view(grad);
+      for (int i = 0; i < n; ++i) {
+        f(i) = flags[i];
+        p(i) = flags[i] ? 0.0 : untouched;
+        for (int k = 0; k < 3; ++k) g(i, k) = flags[i] ? 0.0 : untouched;
+      }
+      Kokkos::deep_copy(flagged, f);
+      Kokkos::deep_copy(phi, p);
+      Kokkos::deep_copy(grad, g);
+    }
     kfmm::NearFieldScratch<Real> scratch;
     kfmm::ExecutionSpace const space;
+    kfmm::TargetParticles targets;
+    kfmm::select_targets(space, flagged, n, targets);
     auto const& s = *setup_;
     NearFieldResult r;
-    r.pairs = tiled ? kfmm::near_field_tiled<Real, kind>(space, s.sorted.tree, s.geometry, s.lists, pass(), Real(h),
-                                                         phi, grad, scratch, team_size)
+    r.pairs = tiled ? kfmm::near_field_tiled<Real, kind>(space, s.sorted.tree, s.geometry, s.lists, pass(), targets,
+                                                         Real(h), phi, grad, scratch, team_size)
                     : kfmm::near_field_gathered<Real, kind>(space, s.sorted.tree, s.geometry, s.lists, pass(),
-                                                            Real(h), phi, grad, scratch);
+                                                            targets, Real(h), phi, grad, scratch);
     auto const p = Kokkos::create_mirror_view_and_copy(HostSpace(), phi);
     auto const g = Kokkos::create_mirror_view_and_copy(HostSpace(), grad);
     for (int i = 0; i < n; ++i) {
@@ -327,11 +350,12 @@ TEST_F(NearField, AddsToTheSumsItIsGivenAndKeepsItsScratch) {
   kfmm::NearFieldScratch<double> scratch;
   kfmm::ExecutionSpace const space;
   auto const& s = *setup_;
-  kfmm::near_field_tiled<double, kfmm::SofteningKind::Plummer>(space, s.sorted.tree, s.geometry, s.lists, pass(), 0.01,
-                                                              phi, grad, scratch);
+  auto const targets = kfmm::all_targets(space, n);
+  kfmm::near_field_tiled<double, kfmm::SofteningKind::Plummer>(space, s.sorted.tree, s.geometry, s.lists, pass(),
+                                                              targets, 0.01, phi, grad, scratch);
   auto const first_group = scratch.first_group;
-  kfmm::near_field_tiled<double, kfmm::SofteningKind::Plummer>(space, s.sorted.tree, s.geometry, s.lists, pass(), 0.01,
-                                                              phi, grad, scratch);
+  kfmm::near_field_tiled<double, kfmm::SofteningKind::Plummer>(space, s.sorted.tree, s.geometry, s.lists, pass(),
+                                                              targets, 0.01, phi, grad, scratch);
   EXPECT_EQ(scratch.first_group.data(), first_group.data()) << "the second call reallocated its scratch";
   auto const once = run<double, kfmm::SofteningKind::Plummer>(true, 0.01);
   auto const p = Kokkos::create_mirror_view_and_copy(HostSpace(), phi);
@@ -339,6 +363,66 @@ TEST_F(NearField, AddsToTheSumsItIsGivenAndKeepsItsScratch) {
   for (int i = 0; i < n; i += 97) {
     EXPECT_NEAR(p(i), 1.0 + 2 * once.phi[i], 1e-12 * (1 + std::fabs(once.phi[i]))) << i;
     EXPECT_NEAR(g(i, 1), -2.0 + 2 * once.grad[3 * i + 1], 1e-12 * (2 + std::fabs(once.grad[3 * i + 1]))) << i;
+  }
+}
+
+/// Scattered targets (every particle with probability 1/3, several per leaf, also in the
+/// clump's leaf of more than two tiles): in both shapes, for the double spline and the float
+/// Plummer kernel, each target gets exactly the bits of the full call, the other rows stay as
+/// they were, and the pair count is that of the targets alone.
+TEST_F(NearField, ScatteredTargetsGetTheFullCallsBitsAndNothingElseIsWritten) {
+  auto const& s = *setup_;
+  int const n = s.sorted.n;
+  std::mt19937 random(14);
+  std::vector<std::uint8_t> flags(n);
+  for (auto& f : flags) f = random() % 3 == 0 ? 1 : 0;
+  auto const pbegin = Kokkos::create_mirror_view_and_copy(HostSpace(), s.sorted.tree.particle_begin);
+  auto const pend = Kokkos::create_mirror_view_and_copy(HostSpace(), s.sorted.tree.particle_end);
+  auto const target = Kokkos::create_mirror_view_and_copy(HostSpace(), s.lists.target);
+  auto const offset = Kokkos::create_mirror_view_and_copy(HostSpace(), s.lists.offset);
+  auto const source = Kokkos::create_mirror_view_and_copy(HostSpace(), s.lists.source);
+  // The pairs of the targets; how many target leaves mix targets and others, the largest such leaf.
+  std::uint64_t pairs = 0;
+  std::vector<char> seen(s.sorted.tree.num_nodes, 0);
+  int mixed_leaves = 0, largest_mixed = 0;
+  for (int g = 0; g < s.lists.num_groups; ++g) {
+    int const a = target(g);
+    int targets = 0;
+    for (int i = pbegin(a); i < pend(a); ++i) targets += flags[i];
+    for (int e = offset(g); e < offset(g + 1); ++e)
+      pairs += std::uint64_t(targets) * (pend(source(e)) - pbegin(source(e))) - (source(e) == a ? targets : 0);
+    if (!seen[a] && targets > 1 && targets < pend(a) - pbegin(a)) {
+      ++mixed_leaves;
+      largest_mixed = std::max(largest_mixed, pend(a) - pbegin(a));
+    }
+    seen[a] = 1;
+  }
+  EXPECT_GT(mixed_leaves, 5);
+  EXPECT_GT(largest_mixed, 2 * kfmm::p2p_tile);
+  for (double h : {0.0, 0.01}) {
+    for (bool tiled : {true, false}) {
+      SCOPED_TRACE(std::string(tiled ? "GPU shape" : "CPU shape") + ", h = " + std::to_string(h));
+      NearFieldResult const full[2] = {run<double, kfmm::SofteningKind::Spline>(tiled, h),
+                                       run<float, kfmm::SofteningKind::Plummer>(tiled, h)};
+      NearFieldResult const some[2] = {run<double, kfmm::SofteningKind::Spline>(tiled, h, 0, flags),
+                                       run<float, kfmm::SofteningKind::Plummer>(tiled, h, 0, flags)};
+      for (int c = 0; c < 2; ++c) {
+        SCOPED_TRACE(c == 0 ? "double spline" : "float Plummer");
+        EXPECT_EQ(some[c].pairs, pairs);
+        int mismatches = 0, written = 0;
+        for (int i = 0; i < n; ++i)
+          for (int k = -1; k < 3; ++k) {
+            double const got = k < 0 ? some[c].phi[i] : some[c].grad[3 * std::size_t(i) + k];
+            double const want = k < 0 ? full[c].phi[i] : full[c].grad[3 * std::size_t(i) + k];
+            if (flags[i])
+              mismatches += std::memcmp(&got, &want, sizeof(double)) != 0;
+            else
+              written += got != untouched;
+          }
+        EXPECT_EQ(mismatches, 0);
+        EXPECT_EQ(written, 0);
+      }
+    }
   }
 }
 
