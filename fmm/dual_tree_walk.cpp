@@ -5,7 +5,6 @@
 
 #include <kfmm/core/format.hpp>
 
-#include <cfloat>
 #include <cstdlib>
 #include <limits>
 #include <string>
