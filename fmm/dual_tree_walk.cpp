@@ -122,59 +122,108 @@ struct WalkView {
   }
   // r = r_a + r_b. Every term is at most M_B ((r_a + r_b)/d)^(p+1) (each source moment is at most
   // M_B r_b^n; the binomial sum), so a pair under that bound passes without the estimate.
-  KOKKOS_INLINE_FUNCTION bool error_allowed(Target const& a, int b, double d2, double r) const {
-    if (!relative) return true;
-    double const limit = a.allowed * d2;
+  KOKKOS_INLINE_FUNCTION double error_bound(int b, double d2, double r) const {
     double const rho2 = r * r / d2;
     double bound = mass(b);
     for (int k = 2; k <= order + 1; k += 2) bound *= rho2;
     if ((order + 1) % 2) bound *= compat::math::sqrt(rho2);
-    if (bound <= limit) return true;
+    return bound;
+  }
+  KOKKOS_INLINE_FUNCTION bool error_allowed(Target const& a, int b, double d2, double r) const {
+    if (!relative) return true;
+    double const limit = a.allowed * d2;
+    if (error_bound(b, d2, r) <= limit) return true;
     return error_estimate(a, b, d2) <= limit;
   }
-  // `a` with its allowance divided by max(c, coherence_floor), where c is the coherence of its
-  // candidate sources' errors: over the candidates b that pass the angle test (the children of
-  // sources[begin, end), or these themselves on the first level), weighted by their error
-  // estimates, the larger of |mean direction| and the normalised norm of the traceless mean
-  // n nᵀ. 1 when the errors come from one direction (or one axis), near 0 when from all
-  // around, where they cancel at the target instead of adding up.
-  KOKKOS_INLINE_FUNCTION Target with_coherence(Target a, ScalarView<int> const& sources, int begin, int end,
-                                                bool first) const {
-    if (!relative || coherence_floor >= 1 || (a.flags & node_remote)) return a;
-    double W = 0, D[3] = {0, 0, 0}, Q[6] = {0, 0, 0, 0, 0, 0};  // Q: xx, yy, zz, xy, xz, yz
-    for (int e = begin; e < end; ++e) {
-      int const B = sources(e);
-      int const nb = first ? 1 : num_children(B);
-      for (int jb = 0; jb < nb; ++jb) {
-        int const b = first ? B : child(B, jb);
-        if (b == a.node) continue;
-        double const dx = centre(b, 0) - a.x, dy = centre(b, 1) - a.y, dz = centre(b, 2) - a.z;
-        double const d2 = dx * dx + dy * dy + dz * dz;
-        double const r = a.radius + radius(b);
-        if (!(r * r < theta * theta * d2)) continue;
-        double const weight = error_estimate(a, b, d2) / d2;
-        double const inv = 1.0 / compat::math::sqrt(d2);
-        double const n[3] = {dx * inv, dy * inv, dz * inv};
-        W += weight;
-        for (int k = 0; k < 3; ++k) D[k] += weight * n[k];
-        Q[0] += weight * n[0] * n[0];
-        Q[1] += weight * n[1] * n[1];
-        Q[2] += weight * n[2] * n[2];
-        Q[3] += weight * n[0] * n[1];
-        Q[4] += weight * n[0] * n[2];
-        Q[5] += weight * n[1] * n[2];
-      }
-    }
-    if (!(W > 0)) return a;
+  // What a target's allowance is divided by: max(c, coherence_floor), where c is the coherence of
+  // its candidate sources' errors: over the candidates b that pass the angle test, weighted by
+  // their error estimates (sums W, D = Σ w n, Q = Σ w n nᵀ with n the unit vector from the target
+  // to b), the larger of |mean direction| and the normalised norm of the traceless mean n nᵀ. 1
+  // when the errors come from one direction (or one axis), near 0 when from all around, where
+  // they cancel at the target instead of adding up. 1 without candidates.
+  KOKKOS_INLINE_FUNCTION double coherence(double W, double const* D, double const* Q) const {
+    if (!(W > 0)) return 1;
     double const dipole = compat::math::sqrt(D[0] * D[0] + D[1] * D[1] + D[2] * D[2]) / W;
     double q2 = 0;  // ‖mean n nᵀ − I/3‖², 2/3 for a single direction
     for (int k = 0; k < 3; ++k) q2 += (Q[k] / W - 1.0 / 3) * (Q[k] / W - 1.0 / 3);
     for (int k = 3; k < 6; ++k) q2 += 2 * (Q[k] / W) * (Q[k] / W);
     double const quadrupole = compat::math::sqrt(1.5 * q2);
     double c = dipole > quadrupole ? dipole : quadrupole;
-    c = c > coherence_floor ? c : coherence_floor;
-    a.allowed /= c;
-    return a;
+    return c > coherence_floor ? c : coherence_floor;
+  }
+  // Kinds of candidates that pass the angle test and the kernel's reach under the relative
+  // criterion with coherence, while the target's coherence is not known yet: M2L if the error
+  // allows it, else what the pair falls back to.
+  static constexpr int pending_p2p = 4, pending_open = 5;
+
+  // Classifies the candidates of target `a` (the children of sources[begin, end), or these
+  // themselves on the first level) into kind(c …) in order and adds them to the counts n. With
+  // the relative criterion and coherence, one pass tests the angle, computes each candidate's
+  // estimate once for both the coherence and the decision and keeps what the decision needs
+  // (the estimate and d²) in value(c); a second pass
+  // over those stored values decides with the coherent allowance.
+  KOKKOS_INLINE_FUNCTION void classify_candidates(Target a, ScalarView<int> const& sources, int begin, int end,
+                                                  bool first, int c, ScalarView<std::uint8_t> const& kinds,
+                                                  Kokkos::View<double* [2], Kokkos::LayoutRight, MemorySpace> const& value,
+                                                  int* n) const {
+    if (!relative || coherence_floor >= 1 || (a.flags & (node_remote | node_idle))) {
+      for (int e = begin; e < end; ++e) {
+        int const B = sources(e);
+        int const nb = first ? 1 : num_children(B);
+        for (int jb = 0; jb < nb; ++jb) {
+          PairKind const kind = classify(a, first ? B : child(B, jb));
+          kinds(c++) = static_cast<std::uint8_t>(kind);
+          if (kind != pair_none) ++n[kind];
+        }
+      }
+      return;
+    }
+    int const c0 = c;
+    double W = 0, D[3] = {0, 0, 0}, Q[6] = {0, 0, 0, 0, 0, 0};  // Q: xx, yy, zz, xy, xz, yz
+    for (int e = begin; e < end; ++e) {
+      int const B = sources(e);
+      int const nb = first ? 1 : num_children(B);
+      for (int jb = 0; jb < nb; ++jb) {
+        int const b = first ? B : child(B, jb);
+        bool const leaves = (a.flags & node_leaf) && (flags(b) & node_leaf);
+        int kind = leaves ? pair_p2p : pair_open;
+        if (a.node != b) {
+          double const dx = a.x - centre(b, 0), dy = a.y - centre(b, 1), dz = a.z - centre(b, 2);
+          double const d2 = dx * dx + dy * dy + dz * dz;
+          double const r = a.radius + radius(b);
+          if (r * r < theta * theta * d2) {
+            double const estimate = error_estimate(a, b, d2);
+            double const weight = estimate / d2;
+            double const inv = 1.0 / compat::math::sqrt(d2);
+            double const u[3] = {-(dx * inv), -(dy * inv), -(dz * inv)};  // from a to b
+            W += weight;
+            for (int k = 0; k < 3; ++k) D[k] += weight * u[k];
+            Q[0] += weight * u[0] * u[0];
+            Q[1] += weight * u[1] * u[1];
+            Q[2] += weight * u[2] * u[2];
+            Q[3] += weight * u[0] * u[1];
+            Q[4] += weight * u[0] * u[2];
+            Q[5] += weight * u[1] * u[2];
+            // The spline kernel is piecewise (see classify()).
+            if (kernel_reach == 0.0 || compat::math::sqrt(d2) - r >= kernel_reach) {
+              value(c, 0) = estimate;
+              value(c, 1) = d2;
+              kind = leaves ? pending_p2p : pending_open;
+            }
+          }
+        }
+        kinds(c++) = static_cast<std::uint8_t>(kind);
+      }
+    }
+    double const allowed = a.allowed / coherence(W, D, Q);
+    for (int i = c0; i < c; ++i) {
+      int kind = kinds(i);
+      if (kind >= pending_p2p) {
+        kind = value(i, 0) <= allowed * value(i, 1) ? pair_m2l : kind == pending_p2p ? pair_p2p : pair_open;
+        kinds(i) = static_cast<std::uint8_t>(kind);
+      }
+      ++n[kind];
+    }
   }
   KOKKOS_INLINE_FUNCTION PairKind classify(Target const& a, int b) const {
     if (a.flags & (node_remote | node_idle)) return pair_none;
@@ -276,8 +325,6 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
       if (!fits(static_cast<long long>(groups) * max_children + 1, "child slots", iteration)) continue;
       int const slots = groups * max_children;
       for (auto& c : counts_) grow_lists(c, slots + 1);
-      if (relative) grow_lists(slot_allowance_, slots + 1);
-      auto const slot_allowance = slot_allowance_;
       // counts_[k] for k = kind: entries of that kind per (group, child slot);
       // counts_[3 + k]: 1 if that (group, slot) has any entry of kind k (becomes a group).
       ScalarView<int> entries[3] = {counts_[0], counts_[1], counts_[2]};
@@ -286,6 +333,25 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
       auto const offset = open->offset;
       auto const source = open->source;
       bool const first = iteration == 0;
+      // The candidates of group g: its target children times its sources' children, each
+      // classified once by the count pass and stored, so the fill pass only copies.
+      grow_lists(candidate_offset_, groups + 1);
+      auto const candidate_offset = candidate_offset_;
+      Kokkos::parallel_for(
+          "kfmm::fmm::walk::candidates", Kokkos::RangePolicy<ExecutionSpace>(space, 0, groups), KOKKOS_LAMBDA(int g) {
+            int per_child = 0;
+            for (int e = offset(g); e < offset(g + 1); ++e) per_child += first ? 1 : w.num_children(source(e));
+            candidate_offset(g) = (first ? 1 : w.num_children(target(g))) * per_child;
+          });
+      long long const candidates =
+          exclusive_scan(space, candidate_offset, groups, "kfmm::fmm::walk::scan_candidates");
+      if (!fits(candidates + 1, "walk candidates", iteration)) continue;
+
+      Kokkos::deep_copy(space, Kokkos::subview(candidate_offset, groups), static_cast<int>(candidates));
+      grow_lists(candidate_kind_, static_cast<std::size_t>(candidates) + 1);
+      auto const candidate_kind = candidate_kind_;
+      if (relative) grow_lists(candidate_value_, static_cast<std::size_t>(candidates) + 1);
+      auto const candidate_value = candidate_value_;
       if (relative) {
         // The estimate's coefficients of the sources this level tests (their powers are set:
         // ImportChildren computed them), each node once per walk.
@@ -309,20 +375,13 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
             int const A = target(g);
             // The root pair is tested as is; afterwards pairs are opened into their children.
             int const na = first ? 1 : w.num_children(A);
+            int c = candidate_offset(g);
             for (int j = 0; j < max_children; ++j) {
               int n[3] = {0, 0, 0};
               if (j < na) {
-                auto const a = w.with_coherence(w.target(first ? A : w.child(A, j)), source, offset(g),
-                                                offset(g + 1), first);
-                if (w.relative) slot_allowance(g * max_children + j) = a.allowed;
-                for (int e = offset(g); e < offset(g + 1); ++e) {
-                  int const B = source(e);
-                  int const nb = first ? 1 : w.num_children(B);
-                  for (int jb = 0; jb < nb; ++jb) {
-                    PairKind const kind = w.classify(a, first ? B : w.child(B, jb));
-                    if (kind != pair_none) ++n[kind];
-                  }
-                }
+                w.classify_candidates(w.target(first ? A : w.child(A, j)), source, offset(g), offset(g + 1), first,
+                                      c, candidate_kind, candidate_value, n);
+                c += (candidate_offset(g + 1) - candidate_offset(g)) / na;
               }
               for (int k = 0; k < 3; ++k) {
                 entries[k](g * max_children + j) = n[k];
@@ -360,17 +419,17 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
           "kfmm::fmm::walk::fill", Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, groups), KOKKOS_LAMBDA(int g) {
             int const A = target(g);
             int const na = first ? 1 : w.num_children(A);
+            int c = candidate_offset(g);
             for (int j = 0; j < na; ++j) {
               int const slot = g * max_children + j;
-              auto a = w.target(first ? A : w.child(A, j));
-              if (w.relative) a.allowed = slot_allowance(slot);  // as counted
+              int const a = first ? A : w.child(A, j);
               int cursor[3];
               for (int k = 0; k < 3; ++k) {
                 cursor[k] = entry_base[k] + entries[k](slot);
                 bool const is_group = (slot + 1 < slots ? has[k](slot + 1) : group_total[k]) > has[k](slot);
                 if (is_group) {
                   int const group = group_base[k] + has[k](slot);
-                  out_target[k](group) = a.node;
+                  out_target[k](group) = a;
                   out_offset[k](group) = cursor[k];
                 }
               }
@@ -378,9 +437,8 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
                 int const B = source(e);
                 int const nb = first ? 1 : w.num_children(B);
                 for (int jb = 0; jb < nb; ++jb) {
-                  int const b = first ? B : w.child(B, jb);
-                  PairKind const kind = w.classify(a, b);
-                  if (kind != pair_none) out_source[kind](cursor[kind]++) = b;
+                  int const kind = candidate_kind(c++);
+                  if (kind != pair_none) out_source[kind](cursor[kind]++) = first ? B : w.child(B, jb);
                 }
               }
             }

@@ -4,6 +4,7 @@
 #include <kfmm/core/tree.hpp>
 #include <kfmm/fmm/node_geometry.hpp>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -90,7 +91,13 @@ class DualTreeWalk {
 
   PairLists open_[2];
   ScalarView<int> counts_[6];
-  ScalarView<double> slot_allowance_;  ///< relative criterion: each (group, child slot)'s allowance, from count to fill
+  /// Each candidate pair's PairKind, from the count pass to the fill pass (which then tests
+  /// nothing): one byte per candidate, candidates of group g from candidate_offset_(g).
+  ScalarView<std::uint8_t> candidate_kind_;
+  ScalarView<int> candidate_offset_;
+  /// Relative criterion with coherence: per candidate, its estimate and d² (see the
+  /// count pass), kept only within one target's count.
+  Kokkos::View<double* [2], Kokkos::LayoutRight, MemorySpace> candidate_value_;
   /// relative criterion: per source node, C(p+1, n) T_n of the error estimate (n = 0 … p+1),
   /// filled for the nodes a level tests, once per walk (`coefficient_ready_`)
   Kokkos::View<double* [10], Kokkos::LayoutRight, MemorySpace> coefficient_;  // p + 2 ≤ 10 terms
