@@ -2,6 +2,8 @@
 // The FMM settings shared by `kfmm forces` and `kfmm bench` (`kfmm run` takes them from YAML).
 #include <kfmm/fmm/config.hpp>
 
+#include <kfmm/core/format.hpp>
+
 #include <CLI/CLI.hpp>
 
 #include <memory>
@@ -16,10 +18,12 @@ struct FmmOptions {
   std::string precision = to_string(FMMConfig{}.precision);
   std::string centre = to_string(FMMConfig{}.centre);
   std::string opening = to_string(FMMConfig{}.opening);
+  CLI::Option* theta_option = nullptr;  ///< not given: θ of the chosen criterion (default_theta)
 
   /// The validated configuration.
   FMMConfig resolve() const {
     FMMConfig c = config;
+    if (theta_option != nullptr && theta_option->count() == 0) c.theta = default_theta(parse_opening_criterion(opening));
     c.softening = parse_softening_kind(kernel);
     c.precision = parse_precision(precision);
     c.centre = parse_expansion_centre(centre);
@@ -32,7 +36,10 @@ struct FmmOptions {
 inline void add_fmm_options(CLI::App* command, std::shared_ptr<FmmOptions> const& options) {
   auto& c = options->config;
   command->add_option("--order", c.order, "expansion order p (1…8)")->capture_default_str();
-  command->add_option("--theta", c.theta, "opening angle θ, 0 < θ < 1.5")->capture_default_str();
+  options->theta_option = command->add_option(
+      "--theta", c.theta,
+      fmt::format("opening angle θ, 0 < θ < 1.5 (default {} with --mac relative, {} with --mac angle)",
+                  default_theta(OpeningCriterion::Relative), default_theta(OpeningCriterion::Angle)));
   command->add_option("--mac", options->opening,
                       "opening criterion: angle, or relative (the angle test and an M2L error bound of --tolerance "
                       "times each target's force)")

@@ -11,7 +11,9 @@ namespace kfmm {
 enum class IntegratorKind {
   DKD,        ///< drift ½dt, force, kick dt, drift ½dt: one force call per step
   KDK,        ///< kick ½dt with the stored acceleration, drift dt, force, kick ½dt
-  LatticeDKD  ///< DKD on integer lattices of spacing dx, dv: exactly reversible
+  /// DKD on integer lattices of spacing dx, dv: exactly reversible with forces of the positions
+  /// alone (FMM: OpeningCriterion::Angle; the relative criterion also reads the last |a|)
+  LatticeDKD
 };
 
 IntegratorKind parse_integrator_kind(std::string const& name);  ///< "dkd" | "kdk" | "lattice_dkd"

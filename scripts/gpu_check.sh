@@ -201,7 +201,7 @@ printf 'stages\n'
 printf '  %s\n' "${STAGES[@]}"
 printf 'tests     %s\n' "$TESTS"
 if [ ${#BENCH_LINES[@]} -gt 0 ]; then
-  printf 'bench (defaults: p = 7, θ = 0.75, float; 1 rank; device space peak memory)\n'
+  printf 'bench (defaults: p = 7, relative α = 1e-5, θ = 0.95, float; 1 rank; device space peak memory)\n'
   printf '  %10s %11s %12s  %-11s %18s %11s\n' N time rate accuracy 'memory' 'peak'
   printf '  %s\n' "${BENCH_LINES[@]}"
 fi

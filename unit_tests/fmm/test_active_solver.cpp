@@ -298,6 +298,10 @@ TEST_F(ActiveSolverInputTest, AStaleTreeIsRebuilt) {
   ic.truncation_radius = 30;
   auto particles = kfmm::to_device(kfmm::make_initial_conditions(world, ic));
   kfmm::FMMConfig config;
+  // The cost ratio below is the angle criterion's (the relative one re-estimates nothing here
+  // but decides per pair from |a|, which the scrambling does not change).
+  config.opening = kfmm::OpeningCriterion::Angle;
+  config.theta = kfmm::default_theta(kfmm::OpeningCriterion::Angle);
   config.leaf_size = 16;
   config.rebuild_factor = 1.1;  // a scrambled tree costs ~1.25 times a new one here (p = 7)
   kfmm::ForceSolver solver(world, config), fresh(world, config);

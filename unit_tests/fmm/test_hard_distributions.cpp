@@ -1,5 +1,4 @@
-// Per-particle accuracy of the relative opening criterion at its default tolerance (with the
-// leaf size recommended for it) against
+// Per-particle accuracy of the solver's defaults (the relative opening criterion) against
 // direct summation, on every distribution `kfmm ic` makes (cusps, satellites, a mass spectrum,
 // a thin disk, a far filament, and uniform, Plummer, clumps): both softening kernels, float and
 // double. ctest runs this suite on one rank and on three (fmm.hard.*), not with the other fmm
@@ -16,7 +15,7 @@ namespace {
 
 using namespace kfmm;
 
-// The targets of the relative criterion's defaults (README, "Per-particle accuracy").
+// The targets the defaults are chosen for (README, "Choosing the defaults").
 constexpr double max_force_l2 = 3e-4;
 constexpr double max_p99 = 3e-3;
 constexpr double max_p999 = 1e-2;
@@ -26,7 +25,7 @@ class HardDistributions : public testing::TestWithParam<ICKind> {
   Context world;
 };
 
-TEST_P(HardDistributions, RelativeCriterionMeetsTheTargets) {
+TEST_P(HardDistributions, DefaultsMeetTheTargets) {
   ICOptions options;
   options.kind = GetParam();
   options.n_total = 20000;
@@ -34,9 +33,7 @@ TEST_P(HardDistributions, RelativeCriterionMeetsTheTargets) {
   auto particles = to_device(make_initial_conditions(world, options));
   for (SofteningKind kernel : {SofteningKind::Plummer, SofteningKind::Spline}) {
     for (Precision precision : {Precision::Float, Precision::Double}) {
-      FMMConfig config;
-      config.opening = OpeningCriterion::Relative;
-      config.leaf_size = 64;
+      FMMConfig config;  // the defaults but for kernel and precision
       config.softening = kernel;
       config.softening_length = 1e-3;
       config.precision = precision;

@@ -318,6 +318,8 @@ TEST_F(RelativeSolverTest, TailFallsWithTheToleranceOnHardDistributions) {
     auto particles = make(kind, 10000);
     FMMConfig config;
     config.softening_length = 1e-3;
+    config.opening = OpeningCriterion::Angle;  // at its own θ, which the relative runs keep
+    config.theta = default_theta(OpeningCriterion::Angle);
     AccuracyReport const angle = accuracy(particles, config);
     config.opening = OpeningCriterion::Relative;
     config.tolerance = 1e-3;

@@ -62,6 +62,8 @@ TEST_F(StepAllocationsTest, ComputeAllocatesNothingAfterTheFirstStep) {
   if (world.size() > 1) GTEST_SKIP() << "several ranks still allocate per step (imports, exchange plans)";
   auto particles = make(12000);
   FMMConfig config;
+  config.opening = OpeningCriterion::Angle;  // the relative criterion: the next test
+  config.theta = default_theta(OpeningCriterion::Angle);
   ForceSolver solver(world, config);
   auto const per_step = allocations_per_step(particles, 6, [&] { solver.compute(particles); });
   expect_no_allocations_after(per_step, 1);

@@ -90,6 +90,10 @@ TEST_F(ActiveForcesTest, DirectEqualsFullDirectSumOnActiveRows) {
 TEST_F(ActiveForcesTest, FmmEqualsFullEvaluationOnActiveRows) {
   kfmm::FMMConfig config;
   config.softening_length = 0.01;
+  // The angle criterion: under the relative one the full call's lists come from the |a| estimate
+  // and the active call's from the full call's |a| (fmm's active tests cover it).
+  config.opening = kfmm::OpeningCriterion::Angle;
+  config.theta = kfmm::default_theta(kfmm::OpeningCriterion::Angle);
   kfmm::ForceSolver solver(world, config);
   kfmm::ScalarView<double> full_potential;
   kfmm::Vec3View<double> full_acceleration;

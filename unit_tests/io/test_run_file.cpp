@@ -32,6 +32,32 @@ TEST(RunFile, DefaultFileParsesToTheDefaults) {
   EXPECT_DOUBLE_EQ(defaults.simulation.fmm.G, kfmm::UnitSystem::astro(1, 1, 1e10).G);
 }
 
+// The default θ is the relative criterion's cap; `mac: angle` alone takes the angle criterion's
+// own θ, so choosing it does not silently run the angle test at the wider cap.
+TEST(RunFile, OpeningAngleFollowsTheCriterionUnlessGiven) {
+  auto const defaults = kfmm::parse_run_text("", "built-in default");
+  EXPECT_EQ(defaults.simulation.fmm.opening, kfmm::OpeningCriterion::Relative);
+  EXPECT_EQ(defaults.simulation.fmm.theta, kfmm::default_theta(kfmm::OpeningCriterion::Relative));
+  EXPECT_EQ(defaults.simulation.fmm.tolerance, kfmm::FMMConfig{}.tolerance);
+  EXPECT_EQ(defaults.simulation.fmm.theta, kfmm::FMMConfig{}.theta);
+  auto const angle = kfmm::parse_run_text("force: {mac: angle}\n", "angle.yaml");
+  EXPECT_EQ(angle.simulation.fmm.opening, kfmm::OpeningCriterion::Angle);
+  EXPECT_EQ(angle.simulation.fmm.theta, 0.75);
+  auto const given = kfmm::parse_run_text("force: {mac: angle, theta: 0.6}\n", "given.yaml");
+  EXPECT_EQ(given.simulation.fmm.theta, 0.6);
+  auto const relative = kfmm::parse_run_text("force: {theta: 0.8}\n", "relative.yaml");
+  EXPECT_EQ(relative.simulation.fmm.theta, 0.8);
+  // lattice_dkd's exact reversibility needs forces of the positions alone.
+  auto const lattice = kfmm::parse_run_text("integrator: {kind: lattice_dkd}\n", "lattice.yaml");
+  EXPECT_EQ(lattice.simulation.fmm.opening, kfmm::OpeningCriterion::Angle);
+  EXPECT_EQ(lattice.simulation.fmm.theta, 0.75);
+  expect_contains(run_file_error_of("integrator: {kind: lattice_dkd}\nforce: {mac: relative}\n"),
+                  {"force.mac = relative", "lattice_dkd", "force.mac: angle"});
+  auto const direct =
+      kfmm::parse_run_text("integrator: {kind: lattice_dkd}\nforce: {mac: relative, method: direct}\n", "direct.yaml");
+  EXPECT_EQ(direct.force_method, kfmm::ForceMethod::Direct);
+}
+
 TEST(RunFile, ModelUnitsAreThoseOfTheInitialConditions) {
   auto const plummer = kfmm::parse_run_text("ic: {kind: plummer}\n", "run.yaml");
   EXPECT_EQ(plummer.simulation.units.name, "plain");
