@@ -19,7 +19,7 @@ enum class OpeningCriterion {
   /// The angle test and an estimate of the M2L force error relative to the targets' own
   /// forces: G·E_AB ≤ α·min_{i∈A} |a_i| / c_A (GADGET-4's relative criterion), where E_AB is the
   /// largest term of the degree-(p+1) truncation from B's harmonic multipole powers and A's
-  /// radius (Dehnen 2014) and c_A ∈ [0.1, 1] how much the errors of A's candidate sources come
+  /// radius (Dehnen 2014) and c_A ∈ [0.3, 1] how much the errors of A's candidate sources come
   /// from one side (OpeningTest in fmm/dual_tree_walk.hpp). |a_i| is the previous call's for the
   /// same particles, else it comes from a first, cheaper evaluation with the angle criterion in
   /// the same call.
