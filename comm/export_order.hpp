@@ -90,16 +90,26 @@ ExportScan count_export_bins(ExecutionSpace const& space, Destinations const& de
       "kfmm::exchange_plan::count_destinations", Kokkos::RangePolicy<ExecutionSpace>(space, 0, blocks.count),
       KOKKOS_LAMBDA(std::size_t block, std::size_t & first_bad, std::size_t & self_first, std::size_t & self_last) {
         for (int bin = 0; bin <= ranks; ++bin) bins(std::size_t(bin) * stride + block) = 0;
+        // Counted by runs of one bin (destinations come mostly in runs): no memory round trip
+        // per element.
+        int run_bin = ranks;
+        std::size_t run = 0;
         for (std::size_t i = blocks.begin(block); i < blocks.end(block); ++i) {
           int const d = destinations(i);
           int const bin = export_bin(d, ranks, partners, check_partners);
-          ++bins(std::size_t(bin) * stride + block);
+          if (bin != run_bin) {
+            bins(std::size_t(run_bin) * stride + block) += run;
+            run_bin = bin;
+            run = 0;
+          }
+          ++run;
           if (bin == ranks && d != -1 && i < first_bad) first_bad = i;
           if (bin == self) {
             if (i < self_first) self_first = i;
             if (i > self_last) self_last = i;
           }
         }
+        bins(std::size_t(run_bin) * stride + block) += run;
       },
       Kokkos::Min<std::size_t>(scan.first_bad), Kokkos::Min<std::size_t>(scan.self_first),
       Kokkos::Max<std::size_t>(scan.self_last));
@@ -126,9 +136,17 @@ void scatter_export_order(ExecutionSpace const& space, Destinations const& desti
   Kokkos::parallel_for(
       "kfmm::exchange_plan::export_order", Kokkos::RangePolicy<ExecutionSpace>(space, 0, blocks.count),
       KOKKOS_LAMBDA(std::size_t block) {
+        // The next slot of the current run's bin stays in a register until the bin changes.
+        int run_bin = ranks;
+        std::size_t next = bins(std::size_t(ranks) * stride + block);
         for (std::size_t i = blocks.begin(block); i < blocks.end(block); ++i) {
           int const bin = export_bin(destinations(i), ranks, partners, check_partners);
-          if (bin < ranks) order(bins(std::size_t(bin) * stride + block)++) = i;
+          if (bin != run_bin) {
+            bins(std::size_t(run_bin) * stride + block) = next;
+            run_bin = bin;
+            next = bins(std::size_t(bin) * stride + block);
+          }
+          if (bin < ranks) order(next++) = i;
         }
       });
 }
