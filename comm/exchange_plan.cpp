@@ -31,48 +31,16 @@ void exchange_remote_bytes(MPI_Comm comm, int rank, MessageCounts const& counts,
   MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
 }
 
-std::vector<std::size_t> plan_exports(Context const& context, int const* destinations, std::size_t n,
-                                      std::vector<std::size_t>& order, std::string* deferred_error,
-                                      std::vector<std::size_t> const* partners) {
-  int const ranks = context.size();
-  std::vector<std::size_t> counts(ranks, 0);
-  std::string error;
-  auto const partner = [partners](int destination) { return partners == nullptr || (*partners)[destination] > 0; };
-  auto const valid = [ranks, &partner](int destination) {
-    return destination >= 0 && destination < ranks && partner(destination);
-  };
-  for (std::size_t i = 0; i < n; ++i) {
-    int const destination = destinations[i];
-    if (destination >= ranks || destination < -1) {
-      if (error.empty())
-        error = fmt::format("ExchangePlan: element {} has destination rank {}, outside [-1, {}); use a rank of the "
-                            "communicator or -1 to drop the element",
-                            i, destination, ranks);
-      if (deferred_error == nullptr) break;
-      continue;
-    }
-    if (destination >= 0 && !partner(destination)) {
-      // The partner would not expect a count from this rank: the element is dropped, never sent.
-      if (error.empty())
-        error = fmt::format("ExchangePlan: element {} has destination rank {}, which is not a partner of the earlier "
-                            "plan this one follows (reply_to: a rank that sent this one requests; within: a rank the "
-                            "earlier plan sent to); send only to those ranks or -1 to drop the element",
-                            i, destination);
-      if (deferred_error == nullptr) break;
-      continue;
-    }
-    if (destination >= 0) ++counts[destination];
-  }
-  if (deferred_error == nullptr)
-    agree_on_error(context, error);
-  else if (!error.empty() && deferred_error->empty())
-    *deferred_error = error;
-  // Stable counting sort by destination.
-  std::vector<std::size_t> next = offsets_of(counts);
-  order.assign(next.back(), 0);
-  for (std::size_t i = 0; i < n; ++i)
-    if (valid(destinations[i])) order[next[destinations[i]]++] = i;
-  return counts;
+std::string bad_destination_error(std::size_t element, int destination, int ranks) {
+  if (destination >= ranks || destination < -1)
+    return fmt::format("ExchangePlan: element {} has destination rank {}, outside [-1, {}); use a rank of the "
+                       "communicator or -1 to drop the element",
+                       element, destination, ranks);
+  // The partner would not expect a count from this rank: the element is dropped, never sent.
+  return fmt::format("ExchangePlan: element {} has destination rank {}, which is not a partner of the earlier "
+                     "plan this one follows (reply_to: a rank that sent this one requests; within: a rank the "
+                     "earlier plan sent to); send only to those ranks or -1 to drop the element",
+                     element, destination);
 }
 
 std::vector<std::size_t> import_counts(Context const& context, std::vector<std::size_t> const& export_counts) {

@@ -4,6 +4,7 @@
 /// staging): built once from a destination rank per element, then used for every payload.
 #include <kfmm/build_config.hpp>
 #include <kfmm/comm/context.hpp>
+#include <kfmm/comm/export_order.hpp>
 #include <kfmm/core/error.hpp>
 #include <kfmm/core/host_device_bytes.hpp>
 #include <kfmm/core/space_copy.hpp>
@@ -34,14 +35,9 @@ struct MessageCounts {
 void exchange_remote_bytes(MPI_Comm comm, int rank, MessageCounts const& counts, std::size_t bytes_per_element,
                            char const* send, char* recv, std::size_t max_message_bytes);
 
-/// Counts the elements for each rank and checks the destinations (agreed across ranks; or,
-/// with `deferred_error`, not agreed: a bad element is dropped and reported there).
-/// Returns export counts; fills `order` so that order[j] is the element of export slot j.
-/// With `partners`, a destination r is valid only where partners[r] > 0 (a follow-up plan may
-/// send only to the ranks its earlier plan names).
-std::vector<std::size_t> plan_exports(Context const& context, int const* destinations, std::size_t n,
-                                      std::vector<std::size_t>& order, std::string* deferred_error = nullptr,
-                                      std::vector<std::size_t> const* partners = nullptr);
+/// The error for element `element` whose destination rank `destination` is outside [−1, ranks)
+/// or not a partner of the earlier plan a reply_to()/within() plan follows.
+std::string bad_destination_error(std::size_t element, int destination, int ranks);
 
 /// Exchanges export counts for import counts: a nonblocking consensus (NBX, Hoefler, Siebert
 /// and Lumsdaine 2010): a synchronous send to each rank this one exports to, receives of
@@ -265,10 +261,17 @@ class ExchangePlan {
       if (report != &error && report->empty()) *report = error;
       num_elements_ = n = destinations.extent(0);
     }
-    auto const host_destinations = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), destinations);
-    count_host_device_bytes(n * sizeof(int));
-    std::vector<std::size_t> order;
-    counts_.send_counts = detail::plan_exports(context, host_destinations.data(), n, order, report, send_to);
+    // The export order is sorted on the plan's memory space; only the R counts come back.
+    auto const built = detail::build_export_order(execution_space(), destinations, n, context.size(), rank_, send_to,
+                                                  export_order_);
+    std::string const bad = built.first_bad == detail::no_element
+                                ? std::string()
+                                : detail::bad_destination_error(built.first_bad, built.bad_destination, context.size());
+    if (report == nullptr)
+      agree_on_error(context, bad);
+    else if (!bad.empty() && report->empty())
+      *report = bad;
+    counts_.send_counts = built.counts;
     if (known != nullptr) {
       counts_.recv_counts = detail::partner_import_counts(context, counts_.send_counts, *send_to, *receive_from);
       if (agree_once) agree_on_error(context, error);
@@ -279,15 +282,7 @@ class ExchangePlan {
     counts_.recv_offsets = detail::offsets_of(counts_.recv_counts);
     // The rows that stay on this rank, when they are one ascending run of elements (particles
     // sorted by key and cut into key ranges): exchanges copy them directly, or not at all.
-    std::size_t const self_begin = counts_.send_offsets[rank_], self_end = counts_.send_offsets[rank_ + 1];
-    bool run = self_end > self_begin;
-    for (std::size_t j = self_begin + 1; run && j < self_end; ++j) run = order[j] == order[j - 1] + 1;
-    self_first_ = run ? order[self_begin] : no_run;
-    Kokkos::View<std::size_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> order_host(order.data(), order.size());
-    export_order_ = Kokkos::View<std::size_t*, Memory>(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::exchange_plan::export_order"), order.size());
-    Kokkos::deep_copy(export_order_, order_host);
-    count_host_device_bytes(view_bytes(order_host));
+    self_first_ = built.self_first;
   }
 
  public:

@@ -3,8 +3,8 @@
 /// \brief A count of the bytes that cross between host and device memory in kfmm's
 /// distributed force path: counted on every backend (on a CPU build the copies are no-ops),
 /// so that the traffic a GPU build would make can be measured on a host build. Array copies
-/// are counted (message staging without GPU-aware MPI, exchange-plan destinations and orders,
-/// the top tree's host assembly, splitter samples); scalars (reduction results, counts) are not.
+/// are counted (message staging without GPU-aware MPI, the top tree's host assembly, splitter
+/// samples); scalars and per-rank numbers (reduction results, an exchange plan's R counts) are not.
 #include <cstddef>
 #include <cstdint>
 

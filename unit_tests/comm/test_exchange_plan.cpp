@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -241,6 +242,114 @@ TEST_F(ExchangePlanTest, ShortImportViewIsRejected) {
   ExchangePlan<Memory> const plan(context, device_view(destinations, "destinations"), destinations.size());
   Kokkos::View<double*, Memory> exports("exports", 10), imports("imports", 3);
   EXPECT_THROW(plan.exchange(exports, imports), kfmm::Error);
+}
+
+// ---- The export order built in kernels (comm/export_order.hpp), for any number of ranks ----
+
+struct HostOrder {
+  std::vector<std::size_t> counts, order;
+  std::size_t first_bad = kfmm::detail::no_element, self_first = kfmm::detail::no_element;
+};
+
+// The stable counting sort the kernels must reproduce, on the host.
+HostOrder host_export_order(std::vector<int> const& destinations, int ranks, int self,
+                            std::vector<std::size_t> const* partners) {
+  HostOrder expected;
+  expected.counts.assign(ranks, 0);
+  std::vector<std::vector<std::size_t>> by_rank(ranks);
+  for (std::size_t i = 0; i < destinations.size(); ++i) {
+    int const d = destinations[i];
+    bool const valid = d >= 0 && d < ranks && (partners == nullptr || (*partners)[d] > 0);
+    if (valid) by_rank[d].push_back(i);
+    if (!valid && d != -1 && expected.first_bad == kfmm::detail::no_element) expected.first_bad = i;
+  }
+  for (int r = 0; r < ranks; ++r) {
+    expected.counts[r] = by_rank[r].size();
+    expected.order.insert(expected.order.end(), by_rank[r].begin(), by_rank[r].end());
+  }
+  auto const& mine = by_rank[self];
+  if (!mine.empty() && mine.back() - mine.front() + 1 == mine.size()) expected.self_first = mine.front();
+  return expected;
+}
+
+void check_export_order(std::vector<int> const& destinations, int ranks, int self,
+                        std::vector<std::size_t> const* partners = nullptr) {
+  Kokkos::View<std::size_t*, Memory> order;
+  auto const device_destinations = device_view(destinations, "destinations");
+  auto const built = kfmm::detail::build_export_order(kfmm::ExecutionSpace(), Kokkos::View<int const*, Memory>(device_destinations),
+                                                      destinations.size(), ranks, self, partners, order);
+  auto const expected = host_export_order(destinations, ranks, self, partners);
+  ASSERT_EQ(built.counts, expected.counts);
+  EXPECT_EQ(built.first_bad, expected.first_bad);
+  if (expected.first_bad != kfmm::detail::no_element) EXPECT_EQ(built.bad_destination, destinations[expected.first_bad]);
+  EXPECT_EQ(built.self_first, expected.self_first);
+  ASSERT_GE(order.extent(0), expected.order.size());
+  auto const got = on_host(order);
+  for (std::size_t j = 0; j < expected.order.size(); ++j) ASSERT_EQ(got(j), expected.order[j]) << "slot " << j;
+}
+
+TEST(ExportOrder, ManyRanksMostlyEmptyDropsAndRuns) {
+  std::mt19937 random(7);
+  for (int ranks : {1, 2, 3, 64, 1000, 4096}) {
+    for (std::size_t n : {std::size_t(0), std::size_t(1), std::size_t(255), std::size_t(20000)}) {
+      std::vector<int> destinations(n);
+      // Random ranks, a fifth dropped.
+      for (auto& d : destinations) d = random() % 5 == 0 ? -1 : int(random() % ranks);
+      check_export_order(destinations, ranks, 0);
+      // A handful of the ranks used (most destinations empty), ascending runs as after a key
+      // sort, the self rows in the middle.
+      for (std::size_t i = 0; i < n; ++i) destinations[i] = int((i * 5 / (n > 0 ? n : 1)) * (ranks / 5 + 1) % ranks);
+      check_export_order(destinations, ranks, n > 0 ? destinations[n / 2] : 0);
+      // Every row dropped.
+      std::fill(destinations.begin(), destinations.end(), -1);
+      check_export_order(destinations, ranks, ranks - 1);
+    }
+  }
+}
+
+TEST(ExportOrder, SelfRowsAsOneRunOrScattered) {
+  std::vector<int> destinations(3000, 1);
+  for (std::size_t i = 1000; i < 2000; ++i) destinations[i] = 0;
+  check_export_order(destinations, 3, 0);  // one run in the middle
+  destinations[1500] = -1;
+  check_export_order(destinations, 3, 0);  // a gap: no run
+  destinations[1500] = 0;
+  destinations[2999] = 0;
+  check_export_order(destinations, 3, 0);  // a stray row far away: no run
+}
+
+TEST(ExportOrder, BadDestinationsAndPartnersAreDroppedAndTheFirstReported) {
+  int const ranks = 300;
+  std::vector<int> destinations(5000);
+  for (std::size_t i = 0; i < destinations.size(); ++i) destinations[i] = int((i * 7) % ranks);
+  destinations[4000] = ranks;
+  destinations[3000] = -2;
+  check_export_order(destinations, ranks, 1);
+  std::vector<std::size_t> partners(ranks, 0);
+  for (int r = 0; r < ranks; r += 3) partners[r] = 1;
+  destinations[3000] = 14;  // not a partner, before the out-of-range element
+  check_export_order(destinations, ranks, 0, &partners);
+  destinations[3000] = 15;
+  check_export_order(destinations, ranks, 1, &partners);  // the self rank is no partner either
+}
+
+// A million ranks: the blocks shrink so that the (rank, block) counters stay bounded.
+TEST(ExportOrder, ManyRanksFewBlocks) {
+  int const ranks = 1 << 20;
+  std::vector<int> destinations(50000);
+  std::mt19937 random(3);
+  for (auto& d : destinations) d = int(random() % 64) * 16381 % ranks;
+  check_export_order(destinations, ranks, 16381);
+}
+
+// Plans of growing and shrinking sizes one after the other share the kernels' scratch.
+TEST_F(ExchangePlanTest, SuccessivePlansOfOtherSizesAndDrops) {
+  int const r = ranks;
+  auto const count = [](int s) { return std::size_t(40000 + 1000 * s); };
+  check_round_trip([r](int s, std::size_t i) { return i % 11 == 0 ? -1 : int((i * 3 + s) % r); }, count);
+  check_round_trip([r](int s, std::size_t i) { return i % 2 == 0 ? -1 : r - 1 - s % r; }, default_count);
+  check_round_trip([r](int s, std::size_t i) { return block_destination(s, i, r, 1, default_count); }, default_count);
+  check_round_trip([](int, std::size_t) { return -1; }, count);
 }
 
 }  // namespace
