@@ -16,6 +16,8 @@
 namespace kfmm {
 
 using detail::NodeCodes;
+using detail::NodeRows;
+using detail::ParticleRows;
 
 namespace {
 
@@ -117,61 +119,53 @@ KOKKOS_INLINE_FUNCTION int owner_rank(Splitters const& splitters, std::uint64_t 
   return low;
 }
 
-// A small host list on the device.
-template <class T>
-ScalarView<T> to_device(ExecutionSpace const& space, std::vector<T> const& values, char const* label) {
-  ScalarView<T> view(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), values.size());
-  Kokkos::deep_copy(space, view,
-                    Kokkos::View<T const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(values.data(), values.size()));
-  count_host_device_bytes(values.size() * sizeof(T));
-  return view;
+// Makes a work View hold at least `rows` rows (of `width` columns where it has two run-time
+// extents), dropping its content when it grows: to twice that, as what crosses rank boundaries
+// varies with the walk level and jumps from step to step when the domains move (these Views
+// hold imports and requests, a small part of a rank's memory).
+template <class View>
+void grow_work(View& view, std::size_t rows, std::size_t width = 0) {
+  constexpr bool wide = View::rank_dynamic == 2;
+  if (view.extent(0) >= rows && (!wide || view.extent(1) == width)) return;
+  std::string const label = view.label();
+  std::size_t const grown = std::max(2 * rows + 64, view.extent(0) + view.extent(0) / 2);
+  view = View();  // freed first (when nothing else holds it): the peak stays one View
+  if constexpr (wide)
+    view = View(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), grown, width);
+  else
+    view = View(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), grown);
 }
 
-// Rows of the `count` nodes of `list`: code in codes(i, 0), then geometry_doubles doubles of
-// geometry and the multipole coefficients in rows(i, ·), then `extra_columns` left for the caller.
-void pack_node_rows(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
-                    ExpansionPass const& pass, ScalarView<int> const& list, int count, NodeCodes& codes,
-                    Kokkos::View<double**, MemorySpace>& rows, int extra_columns = 0) {
-  int const coefficients = pass.coefficients_per_node();
-  int const per_record = geometry_doubles + coefficients;
-  codes = NodeCodes(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::packed_codes"), count);
-  rows = Kokkos::View<double**, MemorySpace>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::packed"),
-                                            count, per_record + extra_columns);
-  if (count == 0) return;
-  Kokkos::View<double**, MemorySpace> coefficient_view("kfmm::distributed::coefficients", count, coefficients);
-  pass.get_multipoles(space, list, count, coefficient_view);
-  auto const code = tree.code;
-  auto const centre = geometry.centre;
-  auto const radius = geometry.radius;
-  auto const mass = geometry.mass;
-  auto const scale = geometry.scale;
-  auto const flags = geometry.flags;
-  bool const powered = geometry.power_exponent > 0;
-  auto const power_radius = geometry.power_radius;
-  auto const packed_codes = codes;
-  auto const packed = rows;
-  Kokkos::parallel_for(
-      "kfmm::distributed::pack_nodes", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count), KOKKOS_LAMBDA(int i) {
-        int const node = list(i);
-        packed_codes(i, 0) = code(node);
-        packed_codes(i, 1) = 0;
-        for (int k = 0; k < 3; ++k) packed(i, k) = centre(node, k);
-        packed(i, 3) = radius(node);
-        packed(i, 4) = mass(node);
-        packed(i, 5) = scale(node);
-        packed(i, 6) = double(flags(node) & node_leaf);
-        packed(i, 7) = powered ? power_radius(node) : 0.0;
-        for (int c = 0; c < coefficients; ++c) packed(i, geometry_doubles + c) = coefficient_view(i, c);
-      });
+// A small host list into the first entries of `room` (grown when short); returns those entries.
+template <class T>
+ScalarView<T> upload(ExecutionSpace const& space, std::vector<T> const& values, ScalarView<T>& room) {
+  grow_work(room, values.size());
+  ScalarView<T> const front = Kokkos::subview(room, Kokkos::make_pair(std::size_t(0), values.size()));
+  Kokkos::deep_copy(space, front,
+                    Kokkos::View<T const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(values.data(), values.size()));
+  count_host_device_bytes(values.size() * sizeof(T));
+  return front;
+}
+
+// The first `count` entries of `view` into `host`.
+template <class T, class View>
+void download(ExecutionSpace const& space, View const& view, std::size_t count, std::vector<T>& host) {
+  host.resize(count);
+  Kokkos::deep_copy(space, Kokkos::View<T*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(host.data(), count),
+                    Kokkos::subview(view, Kokkos::make_pair(std::size_t(0), count)));
+  count_host_device_bytes(count * sizeof(T));
+  space.fence();
 }
 
 // Child lists of `nodes` (host, small: the shared cells): node nodes[k] gets the children
 // children[offsets[k], offsets[k + 1]) at child_index[first_entry + offsets[k] ...).
+// The three lists travel in the work Views `node_room`, `offset_room` and `child_room`.
 void set_child_lists(ExecutionSpace const& space, Tree<>& tree, std::vector<int> const& nodes,
-                     std::vector<int> const& offsets, std::vector<int> const& children, int first_entry) {
-  auto const node_view = to_device(space, nodes, "kfmm::distributed::parents");
-  auto const offset_view = to_device(space, offsets, "kfmm::distributed::child_offsets");
-  auto const child_view = to_device(space, children, "kfmm::distributed::children");
+                     std::vector<int> const& offsets, std::vector<int> const& children, int first_entry,
+                     ScalarView<int>& node_room, ScalarView<int>& offset_room, ScalarView<int>& child_room) {
+  auto const node_view = upload(space, nodes, node_room);
+  auto const offset_view = upload(space, offsets, offset_room);
+  auto const child_view = upload(space, children, child_room);
   auto const cbegin = tree.child_begin;
   auto const cend = tree.child_end;
   auto const cindex = tree.child_index;
@@ -187,12 +181,16 @@ void set_child_lists(ExecutionSpace const& space, Tree<>& tree, std::vector<int>
 }
 
 // How many of the sorted `keys[0, n)` fall in each cell of `cells` (a range each, by binary search).
+// The cells and their counts travel in the work Views `cell_room` and `count_room`.
 std::vector<std::uint64_t> count_keys_in_cells(ExecutionSpace const& space, ScalarView<std::uint64_t const> const& keys,
-                                               std::size_t n, std::vector<std::uint64_t> const& cells) {
+                                               std::size_t n, std::vector<std::uint64_t> const& cells,
+                                               ScalarView<std::uint64_t>& cell_room,
+                                               ScalarView<std::uint64_t>& count_room) {
   std::vector<std::uint64_t> counts(cells.size());
   if (cells.empty()) return counts;
-  auto const cell_view = to_device(space, cells, "kfmm::distributed::cut_cells");
-  ScalarView<std::uint64_t> count_view("kfmm::distributed::cut_counts", cells.size());
+  auto const cell_view = upload(space, cells, cell_room);
+  grow_work(count_room, cells.size());
+  auto const count_view = count_room;
   Kokkos::parallel_for(
       "kfmm::distributed::count_cut_cells", Kokkos::RangePolicy<ExecutionSpace>(space, 0, cells.size()),
       KOKKOS_LAMBDA(std::size_t c) {
@@ -214,10 +212,7 @@ std::vector<std::uint64_t> count_keys_in_cells(ExecutionSpace const& space, Scal
         std::size_t const end = level == 0 ? n : lower_bound(low + span);
         count_view(c) = end - begin;
       });
-  Kokkos::deep_copy(space, Kokkos::View<std::uint64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(counts.data(), counts.size()),
-                    count_view);
-  count_host_device_bytes(counts.size() * sizeof(std::uint64_t));
-  space.fence();
+  download(space, count_view, cells.size(), counts);
   return counts;
 }
 
@@ -253,24 +248,72 @@ struct DistributedTree::Records {
   std::size_t size() const { return codes.size(); }
 };
 
+namespace {
+
+// Columns of a node row (detail::NodeRows) after the geometry and the coefficients: the code's
+// high and low 32 bits, then the requester's node.
+constexpr int address_columns = 3;
+
+template <class Rows>
+KOKKOS_INLINE_FUNCTION std::uint64_t row_code(Rows const& rows, int i, int address) {
+  return std::uint64_t(rows(i, address)) << 32 | std::uint64_t(rows(i, address + 1));
+}
+
+}  // namespace
+
+void DistributedTree::pack_node_rows(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
+                                     ExpansionPass const& pass, ScalarView<int> const& list, int count,
+                                     ScalarView<std::uint64_t> const& parents) {
+  int const coefficients = pass.coefficients_per_node();
+  int const address = geometry_doubles + coefficients;
+  grow_work(packed_rows_, count, address + address_columns);
+  if (count == 0) return;
+  grow_work(coefficients_, count, coefficients);
+  auto const coefficient_view = coefficients_;
+  pass.get_multipoles(space, list, count, coefficient_view);
+  auto const code = tree.code;
+  auto const centre = geometry.centre;
+  auto const radius = geometry.radius;
+  auto const mass = geometry.mass;
+  auto const scale = geometry.scale;
+  auto const flags = geometry.flags;
+  bool const powered = geometry.power_exponent > 0;
+  auto const power_radius = geometry.power_radius;
+  bool const addressed = parents.extent(0) > 0;
+  auto const packed = packed_rows_;
+  Kokkos::parallel_for(
+      "kfmm::distributed::pack_nodes", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count), KOKKOS_LAMBDA(int i) {
+        int const node = list(i);
+        for (int k = 0; k < 3; ++k) packed(i, k) = centre(node, k);
+        packed(i, 3) = radius(node);
+        packed(i, 4) = mass(node);
+        packed(i, 5) = scale(node);
+        packed(i, 6) = double(flags(node) & node_leaf);
+        packed(i, 7) = powered ? power_radius(node) : 0.0;
+        for (int c = 0; c < coefficients; ++c) packed(i, geometry_doubles + c) = coefficient_view(i, c);
+        packed(i, address) = double(code(node) >> 32);
+        packed(i, address + 1) = double(code(node) & 0xffffffffu);
+        packed(i, address + 2) = addressed ? double(parents(i)) : 0.0;
+      });
+}
+
 DistributedTree::Records DistributedTree::pack_nodes(ExecutionSpace const& space, Tree<> const& tree,
                                                      NodeGeometry const& geometry, ExpansionPass const& pass,
-                                                     std::vector<int> const& nodes) const {
+                                                     std::vector<int> const& nodes) {
   // Host records for the top tree (a few nodes per rank); the walk's imports stay on the device.
   Records records;
   records.per_record = geometry_doubles + pass.coefficients_per_node();
   int const count = static_cast<int>(nodes.size());
   if (count == 0) return records;
-  NodeCodes codes;
-  Kokkos::View<double**, MemorySpace> rows;
-  pack_node_rows(space, tree, geometry, pass, to_device(space, nodes, "kfmm::distributed::pack_list"), count, codes,
-                 rows);
-  auto const rows_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), rows);
-  auto const codes_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), codes);
-  count_host_device_bytes(view_bytes(rows) + view_bytes(codes));
+  pack_node_rows(space, tree, geometry, pass, upload(space, nodes, pack_list_), count, {});
+  int const width = records.per_record + address_columns;
+  std::vector<double> host;
+  download(space, Kokkos::View<double*, MemorySpace, Kokkos::MemoryUnmanaged>(packed_rows_.data(), packed_rows_.span()),
+           std::size_t(count) * width, host);
   for (int i = 0; i < count; ++i) {
-    records.codes.push_back(codes_host(i, 0));
-    for (int c = 0; c < records.per_record; ++c) records.doubles.push_back(rows_host(i, c));
+    double const* row = &host[std::size_t(i) * width];
+    records.codes.push_back(std::uint64_t(row[records.per_record]) << 32 | std::uint64_t(row[records.per_record + 1]));
+    records.doubles.insert(records.doubles.end(), row, row + records.per_record);
   }
   return records;
 }
@@ -279,26 +322,25 @@ int DistributedTree::append_nodes(ExecutionSpace const& space, Records const& re
                                   NodeGeometry& geometry, ExpansionPass& pass) {
   int const count = static_cast<int>(records.size());
   if (count == 0) return tree.num_nodes;
-  NodeCodes codes(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::unpacked_codes"), count);
-  Kokkos::View<double**, MemorySpace> rows(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::unpacked"),
-                                           count, records.per_record);
-  {
-    auto codes_host = Kokkos::create_mirror_view(codes);
-    auto rows_host = Kokkos::create_mirror_view(rows);
-    for (int i = 0; i < count; ++i) {
-      codes_host(i, 0) = records.codes[i];
-      codes_host(i, 1) = 0;
-      for (int c = 0; c < records.per_record; ++c) rows_host(i, c) = records.doubles[std::size_t(i) * records.per_record + c];
-    }
-    Kokkos::deep_copy(space, rows, rows_host);
-    Kokkos::deep_copy(space, codes, codes_host);
-    count_host_device_bytes(view_bytes(rows) + view_bytes(codes));
+  int const per = records.per_record;
+  int const width = per + address_columns;
+  std::vector<double> host(std::size_t(count) * width);
+  for (int i = 0; i < count; ++i) {
+    double* row = &host[std::size_t(i) * width];
+    std::copy_n(&records.doubles[std::size_t(i) * per], per, row);
+    row[per] = double(records.codes[i] >> 32);
+    row[per + 1] = double(records.codes[i] & 0xffffffffu);
+    row[per + 2] = 0.0;
   }
-  return append_node_rows(space, codes, rows, count, flags_inner, tree, geometry, pass);
+  grow_work(received_rows_, count, width);
+  Kokkos::deep_copy(space, Kokkos::View<double*, MemorySpace, Kokkos::MemoryUnmanaged>(received_rows_.data(), host.size()),
+                    Kokkos::View<double const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(host.data(), host.size()));
+  count_host_device_bytes(host.size() * sizeof(double));
+  space.fence();  // `host` goes out of scope
+  return append_node_rows(space, received_rows_, count, flags_inner, tree, geometry, pass);
 }
 
-int DistributedTree::append_node_rows(ExecutionSpace const& space, NodeCodes const& codes,
-                                      Kokkos::View<double**, MemorySpace> const& rows, int count, int flags_inner,
+int DistributedTree::append_node_rows(ExecutionSpace const& space, NodeRows const& rows, int count, int flags_inner,
                                       Tree<>& tree, NodeGeometry& geometry, ExpansionPass& pass) {
   int const first = tree.num_nodes;
   if (count == 0) return first;
@@ -323,14 +365,14 @@ int DistributedTree::append_node_rows(ExecutionSpace const& space, NodeCodes con
   auto scale = geometry.scale;
   auto flags = geometry.flags;
   auto power_radius = geometry.power_radius;
-  int const coefficient_count = pass.coefficients_per_node();  // columns beyond are the caller's
-  Kokkos::View<double**, MemorySpace> coefficients(
-      Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::unpacked_coefficients"), count,
-      coefficient_count);
+  int const coefficient_count = pass.coefficients_per_node();
+  int const address = geometry_doubles + coefficient_count;
+  grow_work(coefficients_, count, coefficient_count);
+  auto const coefficients = coefficients_;
   Kokkos::parallel_for(
       "kfmm::distributed::append_nodes", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count), KOKKOS_LAMBDA(int i) {
         int const node = first + i;
-        code(node) = codes(i, 0);
+        code(node) = row_code(rows, i, address);
         pbegin(node) = pend(node) = 0;
         cbegin(node) = cend(node) = 0;
         for (int k = 0; k < 3; ++k) centre(node, k) = rows(i, k);
@@ -360,8 +402,9 @@ void DistributedTree::index_local_nodes(ExecutionSpace const& space, Tree<> cons
 }
 
 ScalarView<int> DistributedTree::find_local_nodes(ExecutionSpace const& space,
-                                                  ScalarView<std::uint64_t const> const& codes, int count) const {
-  ScalarView<int> nodes(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::found"), count);
+                                                  ScalarView<std::uint64_t const> const& codes, int count) {
+  grow_work(found_, std::size_t(count));
+  auto const nodes = found_;
   auto const sorted = local_codes_;
   auto const by_code = local_by_code_;
   int const local = indexed_ ? local_nodes_ : 0;
@@ -372,12 +415,11 @@ ScalarView<int> DistributedTree::find_local_nodes(ExecutionSpace const& space,
 }
 
 std::vector<int> DistributedTree::find_local_nodes(ExecutionSpace const& space,
-                                                   std::vector<std::uint64_t> const& codes) const {
-  auto const found = find_local_nodes(space, to_device(space, codes, "kfmm::distributed::codes"),
-                                      static_cast<int>(codes.size()));
-  auto const host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), found);
-  count_host_device_bytes(view_bytes(found));
-  return std::vector<int>(host.data(), host.data() + codes.size());
+                                                   std::vector<std::uint64_t> const& codes) {
+  auto const found = find_local_nodes(space, upload(space, codes, codes_), static_cast<int>(codes.size()));
+  std::vector<int> host;
+  download(space, found, codes.size(), host);
+  return host;
 }
 
 ScalarView<int> DistributedTree::select_remote(ExecutionSpace const& space, ScalarView<int> const& nodes, int count,
@@ -395,8 +437,8 @@ ScalarView<int> DistributedTree::select_remote(ExecutionSpace const& space, Scal
         Kokkos::atomic_exchange(&marker(node), 1);
       });
   int const range = num_nodes - local;
-  ScalarView<int> offsets(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::remote_offsets"),
-                          range + 1);
+  grow_work(remote_offsets_, std::size_t(range) + 1);
+  auto const offsets = remote_offsets_;
   Kokkos::parallel_scan(
       "kfmm::distributed::count_remote", Kokkos::RangePolicy<ExecutionSpace>(space, 0, range + 1),
       KOKKOS_LAMBDA(int i, int& sum, bool final) {
@@ -406,21 +448,24 @@ ScalarView<int> DistributedTree::select_remote(ExecutionSpace const& space, Scal
   int total = 0;
   Kokkos::deep_copy(space, total, Kokkos::subview(offsets, range));
   space.fence();
-  ScalarView<int> selected(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::selected"), total);
+  grow_work(selected_, std::size_t(total));
+  auto const selected = selected_;
   Kokkos::parallel_for(
       "kfmm::distributed::collect_remote", Kokkos::RangePolicy<ExecutionSpace>(space, 0, range), KOKKOS_LAMBDA(int i) {
         if (offsets(i + 1) == offsets(i)) return;
         selected(offsets(i)) = local + i;
         marker(local + i) = 0;
       });
-  return selected;
+  return Kokkos::subview(selected, Kokkos::make_pair(0, total));
 }
 
 NodeCodes DistributedTree::send_requests(ExecutionSpace const& space, Context const& context, Tree<> const& tree,
                                          ScalarView<int> const& wanted, ExchangePlan<MemorySpace>& plan) {
   int const count = static_cast<int>(wanted.extent(0));
-  ScalarView<int> destinations(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::owners"), count);
-  NodeCodes requests(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::requests"), count);
+  grow_work(owners_, std::size_t(count));
+  grow_work(requests_, std::size_t(count));
+  auto const destinations = owners_;
+  auto const requests = requests_;
   auto const code = tree.code;
   auto const splitters = splitter_view_;
   Kokkos::parallel_for(
@@ -432,18 +477,20 @@ NodeCodes DistributedTree::send_requests(ExecutionSpace const& space, Context co
       });
   space.fence();
   plan = ExchangePlan<MemorySpace>(context, destinations, count, pending_error_);
-  auto asked = plan.exchange(requests);
+  grow_work(asked_, plan.num_import());
+  plan.exchange(requests, asked_);
   bytes_sent_ += plan.bytes_sent();
   bytes_received_ += plan.bytes_received();
-  return asked;
+  return asked_;
 }
 
-ScalarView<int> DistributedTree::request_sources(ExecutionSpace const& space, ExchangePlan<MemorySpace> const& plan) const {
+ScalarView<int> DistributedTree::request_sources(ExecutionSpace const& space, ExchangePlan<MemorySpace> const& plan) {
   std::vector<std::size_t> const& offsets = plan.import_offsets();
-  auto const offset_view = to_device(space, offsets, "kfmm::distributed::import_offsets");
+  auto const offset_view = upload(space, offsets, import_offsets_);
   int const ranks = static_cast<int>(offsets.size()) - 1;
   std::size_t const count = plan.num_import();
-  ScalarView<int> sources(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::request_sources"), count);
+  grow_work(request_sources_, count);
+  auto const sources = request_sources_;
   Kokkos::parallel_for(
       "kfmm::distributed::request_sources", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count),
       KOKKOS_LAMBDA(std::size_t i) {
@@ -495,12 +542,19 @@ void DistributedTree::decompose(ExecutionSpace const& space, Context const& cont
     // Sorting first lets cells be counted by binary search (and the sample sort pick quantiles).
     // Particles that come in the key order of the last call (the common case: compute() leaves
     // them sorted on their owners) need no permutation.
+    // The sorted copies below are sized by the capacity whether or not this call needs them:
+    // a later call that sorts then allocates nothing.
+    if (carried != nullptr) {
+      grow_preserving(*carried, particles.capacity());
+      grow_preserving(carried_room_, particles.capacity());
+    }
+    grow_preserving(sorted_costs_, particles.capacity());
     bool const moved = sorter_.sort(space, keys, permutation_, n);
     if (moved) sorter_.permute(space, particles, permutation_);
     if (carried != nullptr && !moved) {
       sorted_carried = *carried;
     } else if (carried != nullptr) {
-      sorted_carried = ScalarView<double>("kfmm::distributed::carried", n);
+      sorted_carried = carried_room_;
       auto const values = *carried;
       auto const perm = permutation_;
       Kokkos::parallel_for(
@@ -510,13 +564,13 @@ void DistributedTree::decompose(ExecutionSpace const& space, Context const& cont
     if (cost_count_ == n && n > 0 && !moved) {
       weights = costs_;
     } else if (cost_count_ == n && n > 0) {
-      ScalarView<double> sorted_costs("kfmm::distributed::costs", n);
+      auto const sorted_costs = sorted_costs_;
       auto const costs = costs_;
       auto const perm = permutation_;
       Kokkos::parallel_for(
           "kfmm::distributed::permute_costs", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
           KOKKOS_LAMBDA(std::size_t i) { sorted_costs(i) = costs(perm(i)); });
-      weights = sorted_costs;
+      weights = Kokkos::subview(sorted_costs, Kokkos::make_pair(std::size_t(0), n));
     }
   } catch (std::exception const& e) {
     local_error = e.what();
@@ -537,12 +591,19 @@ void DistributedTree::decompose(ExecutionSpace const& space, Context const& cont
   ExchangePlan<MemorySpace> plan;
   redistribute(context, particles, destinations, &plan);
   decomposition_partners_ = plan.counts_only();
-  if (carried != nullptr) *carried = plan.exchange(sorted_carried);
+  if (carried != nullptr) {
+    // Into the View that does not hold the sorted values, then that one is the carried one:
+    // the two swap roles from call to call.
+    ScalarView<double>& target = sorted_carried.data() == carried_room_.data() ? *carried : carried_room_;
+    grow_preserving(target, particles.capacity());  // ≥ plan.num_import() after redistribute
+    plan.exchange(sorted_carried, target);
+    if (&target == &carried_room_) std::swap(*carried, carried_room_);
+  }
   bytes_sent_ = plan.bytes_sent();
   bytes_received_ = plan.bytes_received();
   imported_nodes_ = imported_particles_ = 0;
   cost_count_ = 0;
-  splitter_view_ = to_device(space, splitters_, "kfmm::distributed::splitters");
+  splitter_view_ = upload(space, splitters_, splitter_room_);
 }
 
 bool DistributedTree::domains_balance(ExecutionSpace const& space, Context const& context,
@@ -555,20 +616,17 @@ bool DistributedTree::domains_balance(ExecutionSpace const& space, Context const
   std::vector<double> loads(ranks + 1, 0.0);
   if (local_error.empty() && n > 0) {
     bool const weighted = weights.extent(0) >= n;
-    ScalarView<double> cumulative(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::cumulative"),
-                                  n + 1);
+    grow_work(cumulative_, n + 1);
+    auto const cumulative = cumulative_;
     Kokkos::parallel_scan(
         "kfmm::distributed::cumulative_cost", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n + 1),
         KOKKOS_LAMBDA(std::size_t i, double& sum, bool final) {
           if (final) cumulative(i) = sum;
           if (i < n) sum += weighted ? weights(i) : 1.0;
         });
-    Kokkos::View<std::uint64_t*, MemorySpace> bounds("kfmm::distributed::bounds", ranks - 1);
-    Kokkos::deep_copy(space, bounds,
-                      Kokkos::View<std::uint64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(splitters_.data(),
-                                                                                                  ranks - 1));
-    count_host_device_bytes(view_bytes(bounds));
-    ScalarView<double> at("kfmm::distributed::cost_at_bounds", ranks + 1);
+    auto const bounds = upload(space, splitters_, bounds_);
+    grow_work(cost_at_bounds_, std::size_t(ranks) + 1);
+    auto const at = cost_at_bounds_;
     Kokkos::parallel_for(
         "kfmm::distributed::cost_at_bounds", Kokkos::RangePolicy<ExecutionSpace>(space, 0, ranks + 1),
         KOKKOS_LAMBDA(int r) {
@@ -587,9 +645,9 @@ bool DistributedTree::domains_balance(ExecutionSpace const& space, Context const
           }
           at(r) = cumulative(first);
         });
-    auto const at_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), at);
-    count_host_device_bytes(view_bytes(at));
-    for (int r = 0; r < ranks; ++r) loads[r] = at_host(r + 1) - at_host(r);
+    std::vector<double> at_host;
+    download(space, at, std::size_t(ranks) + 1, at_host);
+    for (int r = 0; r < ranks; ++r) loads[r] = at_host[r + 1] - at_host[r];
   }
   loads[ranks] = local_error.empty() ? 0.0 : 1.0;  // failures, agreed in the same step
   MPI_Allreduce(MPI_IN_PLACE, loads.data(), ranks + 1, MPI_DOUBLE, MPI_SUM, context.comm());
@@ -608,7 +666,7 @@ void DistributedTree::adjust_splitters(ExecutionSpace const& space, Context cons
     cells.insert(cells.end(), cut.begin(), cut.end());
   }
   // Cells are few (depth × R); each one's local count is a range of the sorted keys.
-  std::vector<std::uint64_t> const local_counts = count_keys_in_cells(space, keys, n, cells);
+  std::vector<std::uint64_t> const local_counts = count_keys_in_cells(space, keys, n, cells, cut_cells_, cut_counts_);
   std::vector<std::uint64_t> counts(cells.size());
   MPI_Allreduce(local_counts.data(), counts.data(), static_cast<int>(cells.size()), MPI_UINT64_T, MPI_SUM,
                 context.comm());
@@ -632,10 +690,7 @@ void DistributedTree::adjust_splitters(ExecutionSpace const& space, Context cons
   }
   std::sort(forced.begin(), forced.end());
   forced.erase(std::unique(forced.begin(), forced.end()), forced.end());
-  forced_ = ScalarView<std::uint64_t>("kfmm::distributed::forced_split", forced.size());
-  Kokkos::deep_copy(space, forced_,
-                    Kokkos::View<std::uint64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(forced.data(), forced.size()));
-  count_host_device_bytes(view_bytes(forced_));
+  forced_ = upload(space, forced, forced_room_);
 }
 
 void DistributedTree::prepare_top_tree(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
@@ -643,15 +698,14 @@ void DistributedTree::prepare_top_tree(ExecutionSpace const& space, Tree<> const
   fault_injection::point("force.top_tree");
   child_used_ = tree.num_nodes;
   index_local_nodes(space, tree);
-  auto const forced_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), forced_);
-  count_host_device_bytes(view_bytes(forced_));
-  top_shared_.assign(forced_host.data(), forced_host.data() + forced_host.extent(0));
+  download(space, forced_, forced_.extent(0), top_shared_);
 
   // This rank's subtree roots: children of shared cells that are not shared, or the root.
   int const n = tree.num_nodes;
   auto const code = tree.code;
   auto const forced = forced_;
-  ScalarView<int> roots(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::roots"), n);
+  grow_work(roots_, std::size_t(n));
+  auto const roots = roots_;
   int count = 0;
   Kokkos::parallel_scan(
       "kfmm::distributed::subtree_roots", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
@@ -662,10 +716,7 @@ void DistributedTree::prepare_top_tree(ExecutionSpace const& space, Tree<> const
         ++sum;
       },
       count);
-  auto const roots_host = Kokkos::create_mirror_view_and_copy(
-      Kokkos::HostSpace(), Kokkos::subview(roots, Kokkos::make_pair(0, count)));
-  count_host_device_bytes(view_bytes(roots_host));
-  top_roots_.assign(roots_host.data(), roots_host.data() + count);
+  download(space, roots, std::size_t(count), top_roots_);
   top_mine_ = std::make_shared<Records>(pack_nodes(space, tree, geometry, pass, top_roots_));
 }
 
@@ -686,8 +737,7 @@ int DistributedTree::assemble_top_tree(ExecutionSpace const& space, Context cons
   std::vector<std::pair<int, int>> by_level;  // (level, node)
   std::unordered_map<int, std::uint64_t> shared_code;
   std::vector<int> shared_local;  // the local node of each shared cell, −1 where none
-  ScalarView<int> list;
-  decltype(Kokkos::create_mirror_view(list)) list_host;
+  std::vector<int> list_host;
   try {
     fault_injection::point("force.top_tree_links");
     std::vector<int> const all_local = find_local_nodes(space, all.codes);
@@ -740,7 +790,7 @@ int DistributedTree::assemble_top_tree(ExecutionSpace const& space, Context cons
       offsets.push_back(static_cast<int>(kids.size()));
     }
     grow_preserving(tree.child_index, child_used_ + kids.size());
-    set_child_lists(space, tree, parents, offsets, kids, child_used_);
+    set_child_lists(space, tree, parents, offsets, kids, child_used_, child_parents_, child_offsets_, children_);
     child_used_ += static_cast<int>(kids.size());
     // Geometry and multipoles of the shared cells from their children, deepest first.
     for (std::uint64_t c : shared) {
@@ -748,14 +798,13 @@ int DistributedTree::assemble_top_tree(ExecutionSpace const& space, Context cons
       shared_code[top_index.at(c)] = c;
     }
     std::sort(by_level.begin(), by_level.end(), std::greater<>());
-    list = ScalarView<int>("kfmm::distributed::shared_nodes", by_level.size());
-    list_host = Kokkos::create_mirror_view(list);
     for (std::size_t i = 0; i < by_level.size();) {
       std::size_t j = i;
       while (j < by_level.size() && by_level[j].first == by_level[i].first) ++j;
-      for (std::size_t k = i; k < j; ++k) list_host(k - i) = by_level[k].second;
-      Kokkos::deep_copy(space, list, list_host);
-      count_host_device_bytes(view_bytes(list));
+      list_host.clear();
+      for (std::size_t k = i; k < j; ++k) list_host.push_back(by_level[k].second);
+      auto const list = upload(space, list_host, shared_nodes_);
+      space.fence();  // this level's kernels read the list before the next level's replaces it
       int const level_count = static_cast<int>(j - i);
       update_inner_node_geometry(space, tree, list, level_count, centre_kind, cube, geometry);
       pass.upward_nodes(space, tree, geometry, list, level_count);
@@ -776,19 +825,15 @@ int DistributedTree::assemble_top_tree(ExecutionSpace const& space, Context cons
   present[count] = error.empty() ? context.size() : context.rank();
   MPI_Allreduce(present.data(), counter.data(), count + 1, MPI_INT, MPI_MIN, context.comm());
   if (counter[count] < context.size()) agree_on_error(context, error);
-  for (int i = 0; i < count; ++i) list_host(i) = by_level[i].second;
-  Kokkos::deep_copy(space, list, list_host);
-  count_host_device_bytes(view_bytes(list));
-  ScalarView<int> counted("kfmm::distributed::counted", count);
-  {
-    auto counted_host = Kokkos::create_mirror_view(counted);
-    for (int i = 0; i < count; ++i) {
-      auto const at = std::lower_bound(shared.begin(), shared.end(), code_of(by_level[i].second)) - shared.begin();
-      counted_host(i) = counter[at] == context.rank() ? int(node_counted) : 0;
-    }
-    Kokkos::deep_copy(space, counted, counted_host);
-    count_host_device_bytes(view_bytes(counted));
+  list_host.resize(count);
+  std::vector<int> counted_host(count);
+  for (int i = 0; i < count; ++i) {
+    list_host[i] = by_level[i].second;
+    auto const at = std::lower_bound(shared.begin(), shared.end(), code_of(by_level[i].second)) - shared.begin();
+    counted_host[i] = counter[at] == context.rank() ? int(node_counted) : 0;
   }
+  auto const list = upload(space, list_host, shared_nodes_);
+  auto const counted = upload(space, counted_host, counted_);
   {
     auto flags = geometry.flags;
     int const first = missing_first;
@@ -846,15 +891,17 @@ bool DistributedTree::import_children(ExecutionSpace const& space, Context const
   auto const cbegin = tree.child_begin;
   auto const cend = tree.child_end;
   auto const cindex = tree.child_index;
-  ScalarView<int> served(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::served"), num_asked);
-  ScalarView<int> offsets(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::answer_offsets"),
-                          num_asked + 1);
+  grow_work(served_, std::size_t(num_asked));
+  grow_work(child_answer_offsets_, std::size_t(num_asked) + 1);
+  auto const served = served_;
+  auto const offsets = child_answer_offsets_;
   int const total = count_answers(space, asked, num_asked, sorted, by_code, local, cbegin, cend, served, offsets);
-  ScalarView<int> to_pack(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::to_pack"), total);
-  ScalarView<int> destinations(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::answer_ranks"),
-                               total);
-  ScalarView<std::uint64_t> parents(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::parents"),
-                                    total);
+  grow_work(to_pack_, std::size_t(total));
+  grow_work(answer_ranks_, std::size_t(total));
+  grow_work(requesters_, std::size_t(total));
+  auto const to_pack = to_pack_;
+  auto const destinations = answer_ranks_;
+  auto const parents = requesters_;
   Kokkos::parallel_for(
       "kfmm::distributed::list_children", Kokkos::RangePolicy<ExecutionSpace>(space, 0, num_asked),
       KOKKOS_LAMBDA(int i) {
@@ -866,45 +913,30 @@ bool DistributedTree::import_children(ExecutionSpace const& space, Context const
           parents(at) = asked(i, 1);
         }
       });
-  // One message per partner: the code (two 32-bit halves) and the requester's node ride in
-  // three more columns of the rows, all exact in doubles.
-  NodeCodes codes;
-  Kokkos::View<double**, MemorySpace> rows;
-  pack_node_rows(space, tree, geometry, pass, to_pack, total, codes, rows, 3);
-  int const address = static_cast<int>(rows.extent(1)) - 3;
-  Kokkos::parallel_for(
-      "kfmm::distributed::address_children", Kokkos::RangePolicy<ExecutionSpace>(space, 0, total),
-      KOKKOS_LAMBDA(int i) {
-        rows(i, address) = double(codes(i, 0) >> 32);
-        rows(i, address + 1) = double(codes(i, 0) & 0xffffffffu);
-        rows(i, address + 2) = double(parents(i));
-      });
+  // One message per partner: the code and the requester's node ride in the rows' last columns.
+  pack_node_rows(space, tree, geometry, pass, to_pack, total, parents);
+  int const address = static_cast<int>(packed_rows_.extent(1)) - address_columns;
   space.fence();
   // The answers go to exactly the ranks that asked: their counts need no consensus.
   auto const answer = ExchangePlan<MemorySpace>::reply_to(context, ask, destinations, total, pending_error_);
-  auto const received_rows = answer.exchange(rows);
+  grow_work(received_rows_, answer.num_import(), packed_rows_.extent(1));
+  answer.exchange(packed_rows_, received_rows_);
   bytes_sent_ += answer.bytes_sent();
   bytes_received_ += answer.bytes_received();
 
   // Attach the children to the requested nodes: the answers to one request arrive together.
   int const received = static_cast<int>(answer.num_import());
-  NodeCodes const received_codes(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::received_codes"),
-                                 received);
-  Kokkos::parallel_for(
-      "kfmm::distributed::child_codes", Kokkos::RangePolicy<ExecutionSpace>(space, 0, received), KOKKOS_LAMBDA(int i) {
-        received_codes(i, 0) = std::uint64_t(received_rows(i, address)) << 32 |
-                               std::uint64_t(received_rows(i, address + 1));
-        received_codes(i, 1) = std::uint64_t(received_rows(i, address + 2));
-      });
-  int const first = append_node_rows(space, received_codes, received_rows, received, node_unopened, tree, geometry, pass);
+  auto const received_rows = received_rows_;
+  int const first = append_node_rows(space, received_rows, received, node_unopened, tree, geometry, pass);
   grow_preserving(tree.child_index, std::size_t(child_used_) + received);
   auto const child_index = tree.child_index;
   int const base = child_used_;
-  ScalarView<int> parent(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::parent"), received);
+  grow_work(parent_, std::size_t(received));
+  auto const parent = parent_;
   Kokkos::parallel_for(
       "kfmm::distributed::child_entries", Kokkos::RangePolicy<ExecutionSpace>(space, 0, received), KOKKOS_LAMBDA(int i) {
         child_index(base + i) = first + i;
-        parent(i) = static_cast<int>(received_codes(i, 1));
+        parent(i) = static_cast<int>(received_rows(i, address + 2));
       });
   int const linked = link_rows(space, parent, received, base, tree.child_begin, tree.child_end, geometry.flags,
                                node_unopened);
@@ -917,7 +949,7 @@ bool DistributedTree::import_children(ExecutionSpace const& space, Context const
 }
 
 void DistributedTree::combine_shared_minimum(ExecutionSpace const& space, Context const& context,
-                                             ScalarView<double> const& allowed, std::string const& local_error) const {
+                                             ScalarView<double> const& allowed, std::string const& local_error) {
   if (context.size() == 1) {
     if (!local_error.empty()) fail("{}", local_error);
     return;
@@ -931,7 +963,8 @@ void DistributedTree::combine_shared_minimum(ExecutionSpace const& space, Contex
   ScalarView<double> smallest;
   if (local_error.empty()) {
     node = find_local_nodes(space, forced_, count);
-    smallest = ScalarView<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::smallest"), count);
+    grow_work(smallest_, std::size_t(count));
+    smallest = Kokkos::subview(smallest_, Kokkos::make_pair(0, count));
     Kokkos::parallel_for(
         "kfmm::distributed::shared_allowance", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count),
         KOKKOS_LAMBDA(int i) { smallest(i) = node(i) >= 0 ? allowed(node(i)) : none; });
@@ -982,15 +1015,16 @@ PassParticles DistributedTree::import_leaf_particles(ExecutionSpace const& space
   auto const pend = tree.particle_end;
   auto const pos = particles.pos;
   auto const mass = particles.mass;
-  ScalarView<int> served(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::served"), num_asked);
-  ScalarView<std::size_t> offsets(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::answer_offsets"),
-                                  num_asked + 1);
+  grow_work(served_, std::size_t(num_asked));
+  grow_work(particle_answer_offsets_, std::size_t(num_asked) + 1);
+  auto const served = served_;
+  auto const offsets = particle_answer_offsets_;
   std::size_t const total =
       count_answers(space, asked, num_asked, sorted, by_code, local, pbegin, pend, served, offsets);
-  Kokkos::View<double* [5], Kokkos::LayoutRight, MemorySpace> rows(
-      Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::leaf_particles"), total);
-  ScalarView<int> destinations(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::answer_ranks"),
-                               total);
+  grow_work(leaf_rows_, total);
+  grow_work(answer_ranks_, total);
+  auto const rows = leaf_rows_;
+  auto const destinations = answer_ranks_;
   Kokkos::parallel_for(
       "kfmm::distributed::pack_leaf_particles", Kokkos::RangePolicy<ExecutionSpace>(space, 0, num_asked),
       KOKKOS_LAMBDA(int i) {
@@ -1006,7 +1040,9 @@ PassParticles DistributedTree::import_leaf_particles(ExecutionSpace const& space
       });
   space.fence();
   auto const answer = ExchangePlan<MemorySpace>::reply_to(context, ask, destinations, total, error);
-  auto const received_rows = answer.exchange(rows);
+  grow_work(received_leaf_rows_, answer.num_import());
+  answer.exchange(rows, received_leaf_rows_);
+  auto const received_rows = received_leaf_rows_;
   bytes_sent_ += answer.bytes_sent();
   bytes_received_ += answer.bytes_received();
   std::size_t const received = answer.num_import();
@@ -1026,7 +1062,8 @@ PassParticles DistributedTree::import_leaf_particles(ExecutionSpace const& space
                         Kokkos::subview(particles.mass, Kokkos::make_pair(0, n)));
       auto const source_pos = source_pos_;
       auto const source_mass = source_mass_;
-      ScalarView<int> parent(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::distributed::parent"), imported);
+      grow_work(parent_, std::size_t(imported));
+      auto const parent = parent_;
       Kokkos::parallel_for(
           "kfmm::distributed::unpack_leaf_particles", Kokkos::RangePolicy<ExecutionSpace>(space, 0, imported),
           KOKKOS_LAMBDA(int i) {

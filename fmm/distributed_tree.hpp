@@ -29,8 +29,14 @@
 namespace kfmm {
 
 namespace detail {
-/// Node rows in transit: the node's code and the requester's node index (0 where none).
+/// Node requests in transit: the node's code and the requester's node index (0 where none).
 using NodeCodes = Kokkos::View<std::uint64_t* [2], MemorySpace>;
+/// Node records in transit, one row each: geometry, multipole coefficients, then the node's
+/// code (two 32-bit halves) and the requester's node index, all exact in doubles. LayoutRight:
+/// the first rows of a longer View are contiguous (what goes to the host is one copy).
+using NodeRows = Kokkos::View<double**, Kokkos::LayoutRight, MemorySpace>;
+/// Leaf particles in transit: the requester's leaf, x, y, z, m.
+using ParticleRows = Kokkos::View<double* [5], Kokkos::LayoutRight, MemorySpace>;
 }  // namespace detail
 
 /// \brief Distributed state of one ForceSolver; on one rank every call is trivial.
@@ -80,7 +86,7 @@ class DistributedTree {
   /// rank failed before (e.g. computing the allowance); agreed in the same Allreduce, then every
   /// rank throws it. Collective.
   void combine_shared_minimum(ExecutionSpace const& space, Context const& context,
-                              ScalarView<double> const& allowed, std::string const& local_error = {}) const;
+                              ScalarView<double> const& allowed, std::string const& local_error = {});
   /// Imports the particles of the remote leaves in the P2P lists; returns the source particles
   /// (local ones first). Collective.
   PassParticles import_leaf_particles(ExecutionSpace const& space, Context const& context, PairLists const& p2p,
@@ -103,30 +109,35 @@ class DistributedTree {
   // in public member functions.
   struct Records;
   Records pack_nodes(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
-                     ExpansionPass const& pass, std::vector<int> const& nodes) const;
+                     ExpansionPass const& pass, std::vector<int> const& nodes);
   int append_nodes(ExecutionSpace const& space, Records const& records, int flags_inner, Tree<>& tree,
                    NodeGeometry& geometry, ExpansionPass& pass);
-  /// Appends `count` node rows (codes, and per row the geometry then the multipole
-  /// coefficients, as pack_node_rows() writes them; further columns are ignored) as remote
+  /// Rows (detail::NodeRows) of the first `count` nodes of `list` in packed_rows_; `parents`,
+  /// when not empty, holds each row's requester node.
+  void pack_node_rows(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
+                      ExpansionPass const& pass, ScalarView<int> const& list, int count,
+                      ScalarView<std::uint64_t> const& parents);
+  /// Appends the first `count` node rows of `rows` (as pack_node_rows() writes them) as remote
   /// nodes; returns the first index.
-  int append_node_rows(ExecutionSpace const& space, detail::NodeCodes const& codes,
-                       Kokkos::View<double**, MemorySpace> const& rows, int count, int flags_inner, Tree<>& tree,
-                       NodeGeometry& geometry, ExpansionPass& pass);
+  int append_node_rows(ExecutionSpace const& space, detail::NodeRows const& rows, int count, int flags_inner,
+                       Tree<>& tree, NodeGeometry& geometry, ExpansionPass& pass);
   /// Local node of each of the first `count` codes (−1 where this rank has no such node), by
-  /// binary search in the sorted codes of the local nodes (device-resident).
+  /// binary search in the sorted codes of the local nodes (device-resident), in the first
+  /// `count` entries of the returned View (reused by the next call).
   ScalarView<int> find_local_nodes(ExecutionSpace const& space, ScalarView<std::uint64_t const> const& codes,
-                                   int count) const;
-  std::vector<int> find_local_nodes(ExecutionSpace const& space, std::vector<std::uint64_t> const& codes) const;
+                                   int count);
+  std::vector<int> find_local_nodes(ExecutionSpace const& space, std::vector<std::uint64_t> const& codes);
   /// Sorted unique remote nodes (index ≥ the local nodes) among the first `count` entries of
-  /// `nodes` whose flags have all bits of `all_of` and none of `none_of`.
+  /// `nodes` whose flags have all bits of `all_of` and none of `none_of` (a View of exactly
+  /// those, reused by the next call).
   ScalarView<int> select_remote(ExecutionSpace const& space, ScalarView<int> const& nodes, int count,
                                 ScalarView<int> const& flags, int num_nodes, int all_of, int none_of);
   /// Sends each node of `wanted` (its code) to its owner rank; returns the plan and the requests
-  /// as received: (code, the requester's node index) per row.
+  /// as received: (code, the requester's node index) in rows [0, plan.num_import()).
   detail::NodeCodes send_requests(ExecutionSpace const& space, Context const& context, Tree<> const& tree,
                                   ScalarView<int> const& wanted, ExchangePlan<MemorySpace>& plan);
   /// Rank that sent each request row (from the plan's import offsets).
-  ScalarView<int> request_sources(ExecutionSpace const& space, ExchangePlan<MemorySpace> const& plan) const;
+  ScalarView<int> request_sources(ExecutionSpace const& space, ExchangePlan<MemorySpace> const& plan);
   /// Links received rows to their requesters: rows [0, count) carry the requester's node in
   /// `parent`, rows of one parent are consecutive. Writes [begin(parent), end(parent)) =
   /// offset + the parent's row range and clears `clear_flags` of each parent in `flags` (not
@@ -143,7 +154,7 @@ class DistributedTree {
                         std::size_t n, int leaf_size);
 
   std::vector<std::uint64_t> splitters_;
-  ScalarView<std::uint64_t> forced_{"kfmm::distributed::forced_split", 0};
+  ScalarView<std::uint64_t> forced_{"kfmm::distributed::forced_split", 0};  ///< the first entries of forced_room_
   ScalarView<std::uint32_t> permutation_{"kfmm::distributed::permutation", 0};
   KeySorter<MemorySpace, std::uint32_t> sorter_;
   ScalarView<double> costs_;
@@ -169,6 +180,47 @@ class DistributedTree {
   std::vector<std::uint64_t> top_shared_;
   std::vector<int> top_roots_;
   std::shared_ptr<Records> top_mine_;
+
+  // Work Views kept between calls and grown with slack, so that a step allocates nothing once
+  // they fit: each holds one intermediate of one stage (the walk's levels use them in turn).
+  ScalarView<std::uint64_t> forced_room_{"kfmm::distributed::forced_split", 0};
+  ScalarView<std::uint64_t> splitter_room_{"kfmm::distributed::splitters", 0};
+  ScalarView<double> carried_room_{"kfmm::distributed::carried", 0};
+  ScalarView<double> sorted_costs_{"kfmm::distributed::costs", 0};
+  ScalarView<double> cumulative_{"kfmm::distributed::cumulative", 0};
+  ScalarView<std::uint64_t> bounds_{"kfmm::distributed::bounds", 0};
+  ScalarView<double> cost_at_bounds_{"kfmm::distributed::cost_at_bounds", 0};
+  ScalarView<std::uint64_t> cut_cells_{"kfmm::distributed::cut_cells", 0};
+  ScalarView<std::uint64_t> cut_counts_{"kfmm::distributed::cut_counts", 0};
+  ScalarView<int> roots_{"kfmm::distributed::roots", 0};
+  ScalarView<int> pack_list_{"kfmm::distributed::pack_list", 0};
+  ScalarView<std::uint64_t> codes_{"kfmm::distributed::codes", 0};
+  ScalarView<int> found_{"kfmm::distributed::found", 0};
+  ScalarView<int> child_parents_{"kfmm::distributed::child_parents", 0};
+  ScalarView<int> child_offsets_{"kfmm::distributed::child_offsets", 0};
+  ScalarView<int> children_{"kfmm::distributed::children", 0};
+  ScalarView<int> shared_nodes_{"kfmm::distributed::shared_nodes", 0};
+  ScalarView<int> counted_{"kfmm::distributed::counted", 0};
+  ScalarView<double> smallest_{"kfmm::distributed::smallest", 0};
+  Kokkos::View<double**, MemorySpace> coefficients_{"kfmm::distributed::coefficients", 0, 0};
+  detail::NodeRows packed_rows_{"kfmm::distributed::packed", 0, 0};
+  detail::NodeRows received_rows_{"kfmm::distributed::received", 0, 0};
+  ScalarView<int> remote_offsets_{"kfmm::distributed::remote_offsets", 0};
+  ScalarView<int> selected_{"kfmm::distributed::selected", 0};
+  ScalarView<int> owners_{"kfmm::distributed::owners", 0};
+  detail::NodeCodes requests_{"kfmm::distributed::requests", 0};
+  detail::NodeCodes asked_{"kfmm::distributed::asked", 0};
+  ScalarView<std::size_t> import_offsets_{"kfmm::distributed::import_offsets", 0};
+  ScalarView<int> request_sources_{"kfmm::distributed::request_sources", 0};
+  ScalarView<int> served_{"kfmm::distributed::served", 0};
+  ScalarView<int> child_answer_offsets_{"kfmm::distributed::answer_offsets", 0};
+  ScalarView<std::size_t> particle_answer_offsets_{"kfmm::distributed::answer_offsets", 0};
+  ScalarView<int> to_pack_{"kfmm::distributed::to_pack", 0};
+  ScalarView<int> answer_ranks_{"kfmm::distributed::answer_ranks", 0};
+  ScalarView<std::uint64_t> requesters_{"kfmm::distributed::parents", 0};
+  ScalarView<int> parent_{"kfmm::distributed::parent", 0};
+  detail::ParticleRows leaf_rows_{"kfmm::distributed::leaf_particles", 0};
+  detail::ParticleRows received_leaf_rows_{"kfmm::distributed::received_particles", 0};
 };
 
 }  // namespace kfmm

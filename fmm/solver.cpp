@@ -1087,11 +1087,17 @@ class ForceSolver::Impl {
     if (static_cast<int>(keys_.extent(0)) < n) Kokkos::resize(keys_, n + n / 4);
     if (static_cast<int>(permutation_.extent(0)) < n) Kokkos::resize(permutation_, n + n / 4);
     compute_keys(space_, cube, particles.pos, n, keys_);
+    // Sized by the capacity, not by whether this call moves anything: a later call that
+    // sorts then allocates nothing.
+    if (carry) {
+      std::size_t const room = std::max(particles.capacity(), std::size_t(n));
+      grow_preserving(carried_, room);
+      grow_preserving(carried_spare_, room);
+    }
     // Particles already in key order (e.g. re-evaluated at the same positions) stay as they are.
     if (!sorter_.sort(space_, keys_, permutation_, n)) return;
     sorter_.permute(space_, particles, permutation_);
     if (carry) {
-      grow_preserving(carried_spare_, std::size_t(n));
       auto const sorted = carried_spare_;
       auto const values = carried_;
       auto const perm = permutation_;
