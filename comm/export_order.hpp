@@ -20,12 +20,15 @@ inline constexpr std::size_t no_element = std::size_t(-1);
 
 /// Scratch of the counting sort, kept for the life of the Kokkos session and grown on demand,
 /// so that building a plan allocates only its order: the (bin, block) counters and their scan,
-/// the R + 1 export offsets, and the partner flags of reply_to()/within() plans.
+/// the R + 1 export offsets, and the partner flags of reply_to()/within() plans, with the host
+/// copies of the offsets and flags.
 template <class Memory>
 struct ExportOrderScratch {
   Kokkos::View<std::size_t*, Memory> bins;
   Kokkos::View<std::size_t*, Memory> offsets;
   Kokkos::View<std::uint8_t*, Memory> partners;
+  Kokkos::View<std::size_t*, Kokkos::HostSpace> host_offsets;
+  Kokkos::View<std::uint8_t*, Kokkos::HostSpace> host_partners;
 
   static ExportOrderScratch& get() {
     static ExportOrderScratch scratch;
@@ -173,11 +176,12 @@ ExportOrder build_export_order(ExecutionSpace const& space, Kokkos::View<int con
   grow_scratch_view(scratch.bins, num_bins, "kfmm::exchange_plan::bins");
   grow_scratch_view(scratch.offsets, std::size_t(ranks) + 1, "kfmm::exchange_plan::offsets");
   bool const check_partners = partners_host != nullptr;
-  // R flags: which ranks may receive (a byte per rank, like the counts); alive until the fence.
-  Kokkos::View<std::uint8_t*, Kokkos::HostSpace> flags("kfmm::exchange_plan::host_partners",
-                                                       check_partners ? std::size_t(ranks) : 0);
+  // R flags: which ranks may receive (a byte per rank, like the counts); read by the copy
+  // before the fence below.
   if (check_partners) {
     grow_scratch_view(scratch.partners, std::size_t(ranks), "kfmm::exchange_plan::partners");
+    grow_scratch_view(scratch.host_partners, std::size_t(ranks), "kfmm::exchange_plan::host_partners");
+    auto const flags = Kokkos::subview(scratch.host_partners, Kokkos::make_pair(0, ranks));
     for (int r = 0; r < ranks; ++r) flags(r) = (*partners_host)[r] > 0 ? 1 : 0;
     copy_contiguous(space, Kokkos::subview(scratch.partners, Kokkos::make_pair(0, ranks)), flags);
   }
@@ -188,8 +192,8 @@ ExportOrder build_export_order(ExecutionSpace const& space, Kokkos::View<int con
   ExportScan const scan = count_export_bins(space, rows, ranks, self, partners, check_partners, bins, blocks);
   radix_scan_counts(space, bins, num_bins);
   export_offsets(space, bins, ranks, blocks.count, offsets);
-  Kokkos::View<std::size_t*, Kokkos::HostSpace> host_offsets("kfmm::exchange_plan::host_offsets",
-                                                             std::size_t(ranks) + 1);
+  grow_scratch_view(scratch.host_offsets, std::size_t(ranks) + 1, "kfmm::exchange_plan::host_offsets");
+  auto const host_offsets = Kokkos::subview(scratch.host_offsets, Kokkos::make_pair(0, ranks + 1));
   copy_contiguous(space, host_offsets, Kokkos::subview(offsets, Kokkos::make_pair(0, ranks + 1)));
   compat::fence(space, "kfmm::exchange_plan (export offsets on the host)");
 
