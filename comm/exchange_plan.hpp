@@ -4,12 +4,14 @@
 /// staging): built once from a destination rank per element, then used for every payload.
 #include <kfmm/build_config.hpp>
 #include <kfmm/comm/context.hpp>
+#include <kfmm/comm/packed_rows.hpp>
 #include <kfmm/core/error.hpp>
 #include <kfmm/core/host_device_bytes.hpp>
 #include <kfmm/core/space_copy.hpp>
 #include <kfmm/core/sort.hpp>
 #include <kfmm/core/types.hpp>
 
+#include <algorithm>
 #include <climits>
 #include <cstddef>
 #include <cstdint>
@@ -356,7 +358,126 @@ class ExchangePlan {
     transfer(imports, exports, false);
   }
 
+  /// \brief Sends rows of several Views (e.g. every field of the particles) along the plan in
+  /// place: afterwards the first num_import() rows of each hold the imports. The fields of a
+  /// row travel together in one record, so each partner gets one message. When the rows that
+  /// stay form one run (particles sorted by key and cut into key ranges) they are not copied
+  /// when they keep their place and are moved in place, each row read and written once,
+  /// when they do not. Every View needs max(num_elements(), num_import()) rows; the Views must
+  /// not overlap one another.
+  template <class... Views>
+  void exchange_in_place(Views const&... views) const {
+    static_assert(sizeof...(Views) > 0, "exchange_in_place needs at least one View");
+    std::size_t const rows = num_elements_ > num_import() ? num_elements_ : num_import();
+    (check_rows(views, rows, "in-place"), ...);
+    check_usable();
+    check_apart(views...);
+    // Record layout: each field at an offset aligned for its type; records aligned for all.
+    std::size_t offsets[sizeof...(Views)];
+    std::size_t record = 0, align = 1, field = 0;
+    auto const place = [&](std::size_t size, std::size_t alignment, std::size_t width) {
+      record = (record + alignment - 1) / alignment * alignment;
+      offsets[field++] = record;
+      record += size * width;
+      if (alignment > align) align = alignment;
+    };
+    (place(sizeof(typename Views::value_type), alignof(typename Views::value_type), detail::columns(views)), ...);
+    record = (record + align - 1) / align * align;
+
+    int const self = rank_;
+    std::size_t const num_send = counts_.send_offsets.back(), num_recv = counts_.recv_offsets.back();
+    std::size_t const send_self = counts_.send_offsets[self], send_self_end = counts_.send_offsets[self + 1];
+    std::size_t const recv_self = counts_.recv_offsets[self], recv_self_end = counts_.recv_offsets[self + 1];
+    std::size_t const stay = send_self_end - send_self;
+    bool const run = self_first_ != no_run;
+    execution_space space;
+    std::size_t const target_chunks = 4 * std::size_t(space.concurrency());
+    // The save area of the in-place move follows the records to send, in the same buffer.
+    std::size_t save_bytes = 0;
+    if (run && self_first_ != recv_self) {
+      std::size_t const distance = self_first_ > recv_self ? self_first_ - recv_self : recv_self - self_first_;
+      std::size_t const saved = detail::RowShiftShape(stay, distance, target_chunks).saved_rows();
+      ((save_bytes = std::max(save_bytes, saved * detail::columns(views) * sizeof(typename Views::value_type))), ...);
+    }
+    std::size_t const send_bytes = (num_send * record + align - 1) / align * align;
+    auto const send_buffer = detail::reusable_buffer<Memory>(0, send_bytes + save_bytes + 1);
+    auto const recv_buffer = detail::reusable_buffer<Memory>(1, num_recv * record + 1);
+    char* const send = send_buffer.data();
+    char* const recv = recv_buffer.data();
+    auto const order = export_order_;
+    field = 0;
+    if (run) {
+      // Only the rows to other ranks are packed; the run moves within each View.
+      ((detail::pack_field(space, views, order, offsets[field], record, 0, send_self, send),
+        detail::pack_field(space, views, order, offsets[field], record, send_self_end, num_send, send),
+        detail::shift_rows(space, views, self_first_, recv_self, stay,
+                           reinterpret_cast<typename Views::non_const_value_type*>(send + send_bytes), target_chunks),
+        ++field),
+       ...);
+    } else {
+      ((detail::pack_field(space, views, order, offsets[field], record, 0, num_send, send), ++field), ...);
+      if (stay > 0)
+        Kokkos::deep_copy(space, Kokkos::subview(recv_buffer, Kokkos::make_pair(recv_self * record, recv_self_end * record)),
+                          Kokkos::subview(send_buffer, Kokkos::make_pair(send_self * record, send_self_end * record)));
+    }
+    send_remote_records(space, counts_, record, send_buffer, recv_buffer);
+    field = 0;
+    if (run)
+      ((detail::unpack_field(space, recv, offsets[field], record, 0, recv_self, views),
+        detail::unpack_field(space, recv, offsets[field], record, recv_self_end, num_recv, views), ++field),
+       ...);
+    else
+      ((detail::unpack_field(space, recv, offsets[field], record, 0, num_recv, views), ++field), ...);
+    compat::fence(space, "kfmm::exchange_plan (records unpacked)");
+  }
+
  private:
+  void check_usable() const {
+    if (counts_.send_offsets.empty())
+      fail("ExchangePlan: this plan was default-constructed; build it with ExchangePlan(context, destinations, n)");
+    if (counts_only_)
+      fail("ExchangePlan: this plan keeps only its counts (counts_only()); exchange along the plan it was taken from");
+  }
+
+  template <class First, class... Rest>
+  static void check_apart(First const& first, Rest const&... rest) {
+    ((detail::aliasing(first, rest) != 0
+          ? fail("ExchangePlan: the Views '{}' and '{}' given to exchange_in_place overlap; give distinct fields",
+                 first.label(), rest.label())
+          : void()),
+     ...);
+    if constexpr (sizeof...(Rest) > 0) check_apart(rest...);
+  }
+
+  // The remote messages of packed records (`record` bytes per row), from `send` to `recv`
+  // (slots as in `counts`), staged through host memory where MPI cannot reach `Memory`.
+  template <class Buffer>
+  void send_remote_records(execution_space const& space, detail::MessageCounts const& counts, std::size_t record,
+                           Buffer const& send, Buffer const& recv) const {
+    int const self = rank_;
+    std::size_t const num_send = counts.send_offsets.back(), num_recv = counts.recv_offsets.back();
+    bytes_sent_ = (num_send - counts.send_counts[self]) * record;
+    bytes_received_ = (num_recv - counts.recv_counts[self]) * record;
+    if (!KFMM_ENABLE_GPU_AWARE_MPI) count_host_device_bytes(bytes_sent_ + bytes_received_);
+    constexpr bool mpi_reaches_memory =
+        KFMM_ENABLE_GPU_AWARE_MPI || Kokkos::SpaceAccessibility<Kokkos::HostSpace, Memory>::accessible;
+    compat::fence(space, "kfmm::exchange_plan (records packed)");
+    if constexpr (mpi_reaches_memory) {
+      detail::exchange_remote_bytes(comm_, rank_, counts, record, send.data(), recv.data(), max_message_bytes_);
+    } else {
+      auto const send_host = detail::reusable_buffer<compat::StagingSpace>(0, num_send * record + 1);
+      auto const recv_host = detail::reusable_buffer<compat::StagingSpace>(1, num_recv * record + 1);
+      auto const sent = Kokkos::subview(send, Kokkos::make_pair(std::size_t(0), num_send * record));
+      auto const received = Kokkos::subview(recv, Kokkos::make_pair(std::size_t(0), num_recv * record));
+      copy_remote_rows(Kokkos::subview(send_host, Kokkos::make_pair(std::size_t(0), num_send * record)), sent, record,
+                       num_send, counts.send_offsets[self], counts.send_offsets[self + 1]);
+      detail::exchange_remote_bytes(comm_, rank_, counts, record, send_host.data(), recv_host.data(),
+                                    max_message_bytes_);
+      copy_remote_rows(received, Kokkos::subview(recv_host, Kokkos::make_pair(std::size_t(0), num_recv * record)),
+                       record, num_recv, counts.recv_offsets[self], counts.recv_offsets[self + 1]);
+    }
+  }
+
   std::shared_ptr<Context const> context_;  // keeps the communicator alive; none in a default plan (no MPI)
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
