@@ -359,12 +359,13 @@ class ExchangePlan {
   }
 
   /// \brief Sends rows of several Views (e.g. every field of the particles) along the plan in
-  /// place: afterwards the first num_import() rows of each hold the imports. The fields of a
-  /// row travel together in one record, so each partner gets one message. When the rows that
-  /// stay form one run (particles sorted by key and cut into key ranges) they are not copied
-  /// when they keep their place and are moved in place, each row read and written once,
-  /// when they do not. Every View needs max(num_elements(), num_import()) rows; the Views must
-  /// not overlap one another.
+  /// place: afterwards the first num_import() rows of each hold the imports. When the rows
+  /// that stay form one run (particles sorted by key and cut into key ranges), the fields of a
+  /// row to or from another rank travel together in one record (one message per partner, the
+  /// buffers sized by those rows alone), and the run is not copied when it keeps its place and
+  /// moved in place, each row read and written once, when it does not. Otherwise the Views are
+  /// exchanged one after another. Every View needs max(num_elements(), num_import()) rows; the
+  /// Views must not overlap one another.
   template <class... Views>
   void exchange_in_place(Views const&... views) const {
     static_assert(sizeof...(Views) > 0, "exchange_in_place needs at least one View");
@@ -372,6 +373,10 @@ class ExchangePlan {
     (check_rows(views, rows, "in-place"), ...);
     check_usable();
     check_apart(views...);
+    if (self_first_ == no_run) {  // e.g. particles not sorted yet: the general path, field by field
+      (transfer(views, views, true), ...);
+      return;
+    }
     // Record layout: each field at an offset aligned for its type; records aligned for all.
     std::size_t offsets[sizeof...(Views)];
     std::size_t record = 0, align = 1, field = 0;
@@ -384,50 +389,45 @@ class ExchangePlan {
     (place(sizeof(typename Views::value_type), alignof(typename Views::value_type), detail::columns(views)), ...);
     record = (record + align - 1) / align * align;
 
+    // The buffers hold only the rows to and from other ranks: the messages' counts without self.
     int const self = rank_;
+    detail::MessageCounts remote = counts_;
+    remote.send_counts[self] = remote.recv_counts[self] = 0;
+    remote.send_offsets = detail::offsets_of(remote.send_counts);
+    remote.recv_offsets = detail::offsets_of(remote.recv_counts);
     std::size_t const num_send = counts_.send_offsets.back(), num_recv = counts_.recv_offsets.back();
     std::size_t const send_self = counts_.send_offsets[self], send_self_end = counts_.send_offsets[self + 1];
     std::size_t const recv_self = counts_.recv_offsets[self], recv_self_end = counts_.recv_offsets[self + 1];
     std::size_t const stay = send_self_end - send_self;
-    bool const run = self_first_ != no_run;
     execution_space space;
     std::size_t const target_chunks = 4 * std::size_t(space.concurrency());
     // The save area of the in-place move follows the records to send, in the same buffer.
     std::size_t save_bytes = 0;
-    if (run && self_first_ != recv_self) {
+    if (self_first_ != recv_self) {
       std::size_t const distance = self_first_ > recv_self ? self_first_ - recv_self : recv_self - self_first_;
-      std::size_t const saved = detail::RowShiftShape(stay, distance, target_chunks).saved_rows();
+      std::size_t const saved = distance < stay ? detail::RowShiftShape(stay, distance, target_chunks).saved_rows() : 0;
       ((save_bytes = std::max(save_bytes, saved * detail::columns(views) * sizeof(typename Views::value_type))), ...);
     }
-    std::size_t const send_bytes = (num_send * record + align - 1) / align * align;
+    std::size_t const send_rows = remote.send_offsets.back(), recv_rows = remote.recv_offsets.back();
+    std::size_t const send_bytes = (send_rows * record + align - 1) / align * align;
     auto const send_buffer = detail::reusable_buffer<Memory>(0, send_bytes + save_bytes + 1);
-    auto const recv_buffer = detail::reusable_buffer<Memory>(1, num_recv * record + 1);
+    auto const recv_buffer = detail::reusable_buffer<Memory>(1, recv_rows * record + 1);
     char* const send = send_buffer.data();
     char* const recv = recv_buffer.data();
     auto const order = export_order_;
+    // All rows to other ranks are packed before the run moves over them.
     field = 0;
-    if (run) {
-      // Only the rows to other ranks are packed; the run moves within each View.
-      ((detail::pack_field(space, views, order, offsets[field], record, 0, send_self, send),
-        detail::pack_field(space, views, order, offsets[field], record, send_self_end, num_send, send),
-        detail::shift_rows(space, views, self_first_, recv_self, stay,
-                           reinterpret_cast<typename Views::non_const_value_type*>(send + send_bytes), target_chunks),
-        ++field),
-       ...);
-    } else {
-      ((detail::pack_field(space, views, order, offsets[field], record, 0, num_send, send), ++field), ...);
-      if (stay > 0)
-        Kokkos::deep_copy(space, Kokkos::subview(recv_buffer, Kokkos::make_pair(recv_self * record, recv_self_end * record)),
-                          Kokkos::subview(send_buffer, Kokkos::make_pair(send_self * record, send_self_end * record)));
-    }
-    send_remote_records(space, counts_, record, send_buffer, recv_buffer);
+    ((detail::pack_field(space, views, order, offsets[field], record, 0, send_self, 0, send),
+      detail::pack_field(space, views, order, offsets[field], record, send_self_end, num_send, stay, send),
+      detail::shift_rows(space, views, self_first_, recv_self, stay,
+                         reinterpret_cast<typename Views::non_const_value_type*>(send + send_bytes), target_chunks),
+      ++field),
+     ...);
+    send_remote_records(space, remote, record, send_buffer, recv_buffer);
     field = 0;
-    if (run)
-      ((detail::unpack_field(space, recv, offsets[field], record, 0, recv_self, views),
-        detail::unpack_field(space, recv, offsets[field], record, recv_self_end, num_recv, views), ++field),
-       ...);
-    else
-      ((detail::unpack_field(space, recv, offsets[field], record, 0, num_recv, views), ++field), ...);
+    ((detail::unpack_field(space, recv, offsets[field], record, 0, recv_self, 0, views),
+      detail::unpack_field(space, recv, offsets[field], record, recv_self_end, num_recv, stay, views), ++field),
+     ...);
     compat::fence(space, "kfmm::exchange_plan (records unpacked)");
   }
 
@@ -449,15 +449,14 @@ class ExchangePlan {
     if constexpr (sizeof...(Rest) > 0) check_apart(rest...);
   }
 
-  // The remote messages of packed records (`record` bytes per row), from `send` to `recv`
-  // (slots as in `counts`), staged through host memory where MPI cannot reach `Memory`.
+  // The remote messages of packed records (`record` bytes per row; `counts` without self rows),
+  // from `send` to `recv`, staged through host memory where MPI cannot reach `Memory`.
   template <class Buffer>
   void send_remote_records(execution_space const& space, detail::MessageCounts const& counts, std::size_t record,
                            Buffer const& send, Buffer const& recv) const {
-    int const self = rank_;
-    std::size_t const num_send = counts.send_offsets.back(), num_recv = counts.recv_offsets.back();
-    bytes_sent_ = (num_send - counts.send_counts[self]) * record;
-    bytes_received_ = (num_recv - counts.recv_counts[self]) * record;
+    std::size_t const send_bytes = counts.send_offsets.back() * record, recv_bytes = counts.recv_offsets.back() * record;
+    bytes_sent_ = send_bytes;
+    bytes_received_ = recv_bytes;
     if (!KFMM_ENABLE_GPU_AWARE_MPI) count_host_device_bytes(bytes_sent_ + bytes_received_);
     constexpr bool mpi_reaches_memory =
         KFMM_ENABLE_GPU_AWARE_MPI || Kokkos::SpaceAccessibility<Kokkos::HostSpace, Memory>::accessible;
@@ -465,16 +464,16 @@ class ExchangePlan {
     if constexpr (mpi_reaches_memory) {
       detail::exchange_remote_bytes(comm_, rank_, counts, record, send.data(), recv.data(), max_message_bytes_);
     } else {
-      auto const send_host = detail::reusable_buffer<compat::StagingSpace>(0, num_send * record + 1);
-      auto const recv_host = detail::reusable_buffer<compat::StagingSpace>(1, num_recv * record + 1);
-      auto const sent = Kokkos::subview(send, Kokkos::make_pair(std::size_t(0), num_send * record));
-      auto const received = Kokkos::subview(recv, Kokkos::make_pair(std::size_t(0), num_recv * record));
-      copy_remote_rows(Kokkos::subview(send_host, Kokkos::make_pair(std::size_t(0), num_send * record)), sent, record,
-                       num_send, counts.send_offsets[self], counts.send_offsets[self + 1]);
+      auto const send_host = detail::reusable_buffer<compat::StagingSpace>(0, send_bytes + 1);
+      auto const recv_host = detail::reusable_buffer<compat::StagingSpace>(1, recv_bytes + 1);
+      auto const head = [](auto const& buffer, std::size_t bytes) {
+        return Kokkos::subview(buffer, Kokkos::make_pair(std::size_t(0), bytes));
+      };
+      copy_contiguous(space, head(send_host, send_bytes), head(send, send_bytes));
+      compat::fence(space, "kfmm::exchange_plan (records staged)");
       detail::exchange_remote_bytes(comm_, rank_, counts, record, send_host.data(), recv_host.data(),
                                     max_message_bytes_);
-      copy_remote_rows(received, Kokkos::subview(recv_host, Kokkos::make_pair(std::size_t(0), num_recv * record)),
-                       record, num_recv, counts.recv_offsets[self], counts.recv_offsets[self + 1]);
+      copy_contiguous(space, head(recv, recv_bytes), head(recv_host, recv_bytes));
     }
   }
 
@@ -523,10 +522,7 @@ class ExchangePlan {
     using T = typename SourceView::non_const_value_type;
     static_assert(std::is_same<T, typename TargetView::non_const_value_type>::value,
                   "source and target Views must hold the same type");
-    if (counts_.send_offsets.empty())
-      fail("ExchangePlan: this plan was default-constructed; build it with ExchangePlan(context, destinations, n)");
-    if (counts_only_)
-      fail("ExchangePlan: this plan keeps only its counts (counts_only()); exchange along the plan it was taken from");
+    check_usable();
     std::size_t const width = detail::columns(source);
     if (detail::columns(target) != width)
       fail("ExchangePlan: the source View '{}' has {} columns but the target View '{}' has {}", source.label(), width,

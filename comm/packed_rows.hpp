@@ -11,36 +11,36 @@
 
 namespace kfmm::detail {
 
-/// Slot j in [begin, end) of the record buffer `records` (record_bytes per slot) gets row
-/// order(j) of `source` at byte `offset` of the record. A free function: nvcc allows device
-/// lambdas only there and in public member functions.
+/// Export slot j in [begin, end) gets row order(j) of `source` at byte `offset` of record
+/// j − skip of `records` (record_bytes each; the buffer leaves out the rows that stay). A free
+/// function: nvcc allows device lambdas only there and in public member functions.
 template <class ExecutionSpace, class Source, class Order>
 void pack_field(ExecutionSpace const& space, Source const& source, Order const& order, std::size_t offset,
-                std::size_t record_bytes, std::size_t begin, std::size_t end, char* records) {
+                std::size_t record_bytes, std::size_t begin, std::size_t end, std::size_t skip, char* records) {
   using T = typename Source::non_const_value_type;
   if (end <= begin) return;
   std::size_t const width = columns(source);
   Kokkos::parallel_for(
       "kfmm::exchange_plan::pack_records", Kokkos::RangePolicy<ExecutionSpace>(space, begin, end),
       KOKKOS_LAMBDA(std::size_t j) {
-        T* const slot = reinterpret_cast<T*>(records + j * record_bytes + offset);
+        T* const slot = reinterpret_cast<T*>(records + (j - skip) * record_bytes + offset);
         std::size_t const row = order(j);
         for (std::size_t c = 0; c < width; ++c) slot[c] = element(source, row, c);
       });
 }
 
-/// Row i of `target` for slot i in [begin, end) of the record buffer (the inverse of pack_field
-/// for imports, which land in slot order).
+/// Row i in [begin, end) of `target` from record i − skip of `records` (imports land in row
+/// order, the rows that stay left out of the buffer).
 template <class ExecutionSpace, class Target>
 void unpack_field(ExecutionSpace const& space, char const* records, std::size_t offset, std::size_t record_bytes,
-                  std::size_t begin, std::size_t end, Target const& target) {
+                  std::size_t begin, std::size_t end, std::size_t skip, Target const& target) {
   using T = typename Target::non_const_value_type;
   if (end <= begin) return;
   std::size_t const width = columns(target);
   Kokkos::parallel_for(
       "kfmm::exchange_plan::unpack_records", Kokkos::RangePolicy<ExecutionSpace>(space, begin, end),
       KOKKOS_LAMBDA(std::size_t i) {
-        T const* const slot = reinterpret_cast<T const*>(records + i * record_bytes + offset);
+        T const* const slot = reinterpret_cast<T const*>(records + (i - skip) * record_bytes + offset);
         for (std::size_t c = 0; c < width; ++c) element(target, i, c) = slot[c];
       });
 }
