@@ -359,13 +359,13 @@ class ExchangePlan {
   }
 
   /// \brief Sends rows of several Views (e.g. every field of the particles) along the plan in
-  /// place: afterwards the first num_import() rows of each hold the imports. When the rows
-  /// that stay form one run (particles sorted by key and cut into key ranges), the fields of a
-  /// row to or from another rank travel together in one record (one message per partner, the
-  /// buffers sized by those rows alone), and the run is not copied when it keeps its place and
-  /// moved in place, each row read and written once, when it does not. Otherwise the Views are
-  /// exchanged one after another. Every View needs max(num_elements(), num_import()) rows; the
-  /// Views must not overlap one another.
+  /// place: afterwards the first num_import() rows of each hold the imports. The fields of a
+  /// row to or from another rank travel together in one record (one message per partner; the
+  /// buffers hold those rows alone). The rows that stay are not copied when they form one run
+  /// (particles sorted by key and cut into key ranges) that keeps its place, moved in place
+  /// (each row read and written once) when the run moves, and gathered field by field through
+  /// a buffer otherwise. Every View needs max(num_elements(), num_import()) rows; the Views
+  /// must not overlap one another.
   template <class... Views>
   void exchange_in_place(Views const&... views) const {
     static_assert(sizeof...(Views) > 0, "exchange_in_place needs at least one View");
@@ -373,10 +373,6 @@ class ExchangePlan {
     (check_rows(views, rows, "in-place"), ...);
     check_usable();
     check_apart(views...);
-    if (self_first_ == no_run) {  // e.g. particles not sorted yet: the general path, field by field
-      (transfer(views, views, true), ...);
-      return;
-    }
     // Record layout: each field at an offset aligned for its type; records aligned for all.
     std::size_t offsets[sizeof...(Views)];
     std::size_t record = 0, align = 1, field = 0;
@@ -401,9 +397,13 @@ class ExchangePlan {
     std::size_t const stay = send_self_end - send_self;
     execution_space space;
     std::size_t const target_chunks = 4 * std::size_t(space.concurrency());
-    // The save area of the in-place move follows the records to send, in the same buffer.
+    // The save area of the in-place move (or the staying rows of one field when they form no
+    // run) follows the records to send, in the same buffer.
+    bool const run = self_first_ != no_run;
     std::size_t save_bytes = 0;
-    if (self_first_ != recv_self) {
+    if (!run) {
+      ((save_bytes = std::max(save_bytes, stay * detail::columns(views) * sizeof(typename Views::value_type))), ...);
+    } else if (self_first_ != recv_self) {
       std::size_t const distance = self_first_ > recv_self ? self_first_ - recv_self : recv_self - self_first_;
       std::size_t const saved = distance < stay ? detail::RowShiftShape(stay, distance, target_chunks).saved_rows() : 0;
       ((save_bytes = std::max(save_bytes, saved * detail::columns(views) * sizeof(typename Views::value_type))), ...);
@@ -415,14 +415,25 @@ class ExchangePlan {
     char* const send = send_buffer.data();
     char* const recv = recv_buffer.data();
     auto const order = export_order_;
-    // All rows to other ranks are packed before the run moves over them.
+    // All rows to other ranks are packed before the rows that stay move over them.
     field = 0;
     ((detail::pack_field(space, views, order, offsets[field], record, 0, send_self, 0, send),
       detail::pack_field(space, views, order, offsets[field], record, send_self_end, num_send, stay, send),
-      detail::shift_rows(space, views, self_first_, recv_self, stay,
-                         reinterpret_cast<typename Views::non_const_value_type*>(send + send_bytes), target_chunks),
       ++field),
      ...);
+    char* const save = send + send_bytes;
+    if (run) {
+      (detail::shift_rows(space, views, self_first_, recv_self, stay,
+                          reinterpret_cast<typename Views::non_const_value_type*>(save), target_chunks),
+       ...);
+    } else if (stay > 0) {
+      auto const through_buffer = [&](auto const& view) {
+        std::size_t const row_bytes = detail::columns(view) * sizeof(typename std::decay_t<decltype(view)>::value_type);
+        detail::pack_field(space, view, order, 0, row_bytes, send_self, send_self_end, send_self, save);
+        detail::unpack_field(space, save, 0, row_bytes, recv_self, recv_self_end, recv_self, view);
+      };
+      (through_buffer(views), ...);
+    }
     send_remote_records(space, remote, record, send_buffer, recv_buffer);
     field = 0;
     ((detail::unpack_field(space, recv, offsets[field], record, 0, recv_self, 0, views),
