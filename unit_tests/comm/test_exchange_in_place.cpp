@@ -30,6 +30,16 @@ Positions numbered_rows(std::size_t rows, double base) {
   return view;
 }
 
+// mass(i) = i / 2, id(i) = 1000 i + 7 (a free function: nvcc's device lambdas).
+void fill_numbered(Kokkos::View<float*, Memory> const& mass, Ids const& id) {
+  Kokkos::parallel_for(
+      "test::fields", Kokkos::RangePolicy<ExecutionSpace>(0, mass.extent(0)), KOKKOS_LAMBDA(std::size_t i) {
+        mass(i) = float(i) * 0.5f;
+        id(i) = std::uint64_t(i) * 1000 + 7;
+      });
+  Kokkos::fence();
+}
+
 // --- shift_rows alone -------------------------------------------------------------------------
 
 struct ShiftCase {
@@ -110,12 +120,7 @@ class ExchangeInPlaceTest : public testing::Test {
     auto const vel = numbered_rows(rows, -1000.0 * rank);
     Kokkos::View<float*, Memory> mass("mass", rows);
     Ids id("id", rows);
-    Kokkos::parallel_for(
-        "test::fields", Kokkos::RangePolicy<ExecutionSpace>(0, rows), KOKKOS_LAMBDA(std::size_t i) {
-          mass(i) = float(i) * 0.5f;
-          id(i) = std::uint64_t(i) * 1000 + 7;
-        });
-    Kokkos::fence();
+    fill_numbered(mass, id);
     auto const pos_expected = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), plan.exchange(pos));
     auto const vel_expected = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), plan.exchange(vel));
     auto const mass_expected = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), plan.exchange(mass));
