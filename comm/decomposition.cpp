@@ -1,5 +1,7 @@
 #include <kfmm/comm/decomposition.hpp>
 #include <kfmm/core/sort.hpp>
+#include <kfmm/core/space_copy.hpp>
+#include <kfmm/core/view_growth.hpp>
 
 #include <kfmm/core/format.hpp>
 
@@ -19,10 +21,32 @@ struct LocalSamples {
   double weight_each = 0;
 };
 
+// Work Views of the sample sort, kept for the Kokkos session and grown with slack, so that a
+// decomposition repeated every step allocates nothing once they are sized.
+struct SampleScratch {
+  Kokkos::View<std::uint64_t*, MemorySpace> sorted;
+  Kokkos::View<std::size_t*, MemorySpace> permutation;
+  Kokkos::View<double*, MemorySpace> cumulative;
+  Kokkos::View<std::uint64_t*, MemorySpace> picked;
+  Kokkos::View<std::uint64_t*, Kokkos::HostSpace> picked_host;
+  KeySorter<MemorySpace, std::size_t> sorter;
+};
+
+SampleScratch& sample_scratch() {
+  static SampleScratch scratch;
+  static bool const hooked = [] {
+    Kokkos::push_finalize_hook([] { scratch = SampleScratch(); });
+    return true;
+  }();
+  (void)hooked;
+  return scratch;
+}
+
 LocalSamples sample_local_keys(Kokkos::View<std::uint64_t const*, MemorySpace> const& keys, std::size_t n,
                                Kokkos::View<double const*, MemorySpace> const& weights, bool unit_weights,
                                int samples_per_rank, double& local_weight) {
   ExecutionSpace space;
+  SampleScratch& scratch = sample_scratch();
   // The caller has often sorted the keys already (the solver's decomposition does): then they
   // are used as they are instead of being copied and sorted again.
   std::size_t descents = 0;
@@ -33,51 +57,67 @@ LocalSamples sample_local_keys(Kokkos::View<std::uint64_t const*, MemorySpace> c
   Kokkos::View<std::uint64_t const*, MemorySpace> sorted = Kokkos::subview(keys, Kokkos::make_pair(std::size_t(0), n));
   Kokkos::View<std::size_t*, MemorySpace> permutation;
   if (!presorted) {
-    Kokkos::View<std::uint64_t*, MemorySpace> copy(
-        Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kfmm::decomposition::sorted_keys"), n);
+    grow_preserving(scratch.sorted, n);
+    grow_preserving(scratch.permutation, n);
+    auto const copy = Kokkos::subview(scratch.sorted, Kokkos::make_pair(std::size_t(0), n));
     Kokkos::deep_copy(space, copy, sorted);
-    permutation = Kokkos::View<std::size_t*, MemorySpace>(
-        Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kfmm::decomposition::permutation"), n);
-    KeySorter<MemorySpace, std::size_t>().sort(space, copy, permutation, n);
+    scratch.sorter.sort(space, scratch.sorted, scratch.permutation, n);
+    permutation = scratch.permutation;
     sorted = copy;
   }
 
-  // cumulative(i) = weight of sorted keys [0, i].
-  Kokkos::View<double*, MemorySpace> cumulative(
-      Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kfmm::decomposition::cumulative_weight"), n);
-  Kokkos::parallel_scan(
-      "kfmm::decomposition::cumulative_weight", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
-      KOKKOS_LAMBDA(std::size_t i, double& partial, bool final) {
-        partial += unit_weights ? 1.0 : weights(presorted ? i : permutation(i));
-        if (final) cumulative(i) = partial;
-      },
-      local_weight);
+  // Unit weights: the quantiles are ranks, no prefix sum needed. Otherwise cumulative(i) =
+  // weight of sorted keys [0, i].
+  Kokkos::View<double*, MemorySpace> cumulative;
+  if (unit_weights) {
+    local_weight = double(n);
+  } else {
+    grow_preserving(scratch.cumulative, n);
+    cumulative = scratch.cumulative;
+    local_weight = 0;
+    Kokkos::parallel_scan(
+        "kfmm::decomposition::cumulative_weight", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+        KOKKOS_LAMBDA(std::size_t i, double& partial, bool final) {
+          partial += weights(presorted ? i : permutation(i));
+          if (final) cumulative(i) = partial;
+        },
+        local_weight);
+  }
   space.fence();
 
   LocalSamples samples;
   if (n == 0 || !(local_weight > 0)) return samples;
   std::size_t const count = std::min<std::size_t>(n, std::size_t(samples_per_rank));
   samples.weight_each = local_weight / double(count);
-  Kokkos::View<std::uint64_t*, MemorySpace> picked(
-      Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kfmm::decomposition::samples"), count);
+  grow_preserving(scratch.picked, count);
+  auto const picked = scratch.picked;
   double const total = local_weight;
   Kokkos::parallel_for(
       "kfmm::decomposition::pick_samples", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count),
       KOKKOS_LAMBDA(std::size_t s) {
         double const target = (double(s) + 0.5) * total / double(count);
         std::size_t low = 0, high = n - 1;  // first i with cumulative(i) > target
-        while (low < high) {
-          std::size_t const middle = (low + high) / 2;
-          if (cumulative(middle) <= target)
-            low = middle + 1;
-          else
-            high = middle;
+        if (unit_weights) {               // cumulative(i) = i + 1, exact in double
+          low = target < double(n - 1) ? static_cast<std::size_t>(target) : n - 1;
+        } else {
+          while (low < high) {
+            std::size_t const middle = (low + high) / 2;
+            if (cumulative(middle) <= target)
+              low = middle + 1;
+            else
+              high = middle;
+          }
         }
         picked(s) = sorted(low);
       });
-  auto const host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), picked);
-  count_host_device_bytes(view_bytes(picked));
-  samples.keys.assign(host.data(), host.data() + count);
+  if (scratch.picked_host.extent(0) < count)
+    scratch.picked_host = Kokkos::View<std::uint64_t*, Kokkos::HostSpace>(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::decomposition::samples_host"), scratch.picked.extent(0));
+  auto const range = Kokkos::make_pair(std::size_t(0), count);
+  copy_contiguous(space, Kokkos::subview(scratch.picked_host, range), Kokkos::subview(picked, range));
+  space.fence();
+  count_host_device_bytes(count * sizeof(std::uint64_t));
+  samples.keys.assign(scratch.picked_host.data(), scratch.picked_host.data() + count);
   return samples;
 }
 
@@ -112,28 +152,39 @@ std::vector<std::uint64_t> choose_splitters(Context const& context,
                                             Kokkos::View<std::uint64_t const*, MemorySpace> const& keys, std::size_t n,
                                             Kokkos::View<double const*, MemorySpace> const& weights,
                                             int samples_per_rank, std::string const& local_error) {
-  agree_on_error(context, !local_error.empty() ? local_error : check_input(keys, n, weights, samples_per_rank));
+  // A failure (this rank's or its input's) rides on the first gather: the common path makes
+  // two collectives, the gather of the per-rank numbers and that of the samples.
+  std::string const error = !local_error.empty() ? local_error : check_input(keys, n, weights, samples_per_rank);
   int const ranks = context.size();
-
-  double local_weight = 0;
   bool unit_weights = weights.extent(0) == 0;
-  LocalSamples local = sample_local_keys(keys, n, weights, unit_weights, samples_per_rank, local_weight);
-  double total_weight = 0;
-  MPI_Allreduce(&local_weight, &total_weight, 1, MPI_DOUBLE, MPI_SUM, context.comm());
+  double local_weight = 0;
+  LocalSamples local;
+  if (error.empty()) local = sample_local_keys(keys, n, weights, unit_weights, samples_per_rank, local_weight);
+  // Per rank: failed, its weight, its number of samples and the weight each stands for.
+  auto const gather_numbers = [&] {
+    double const mine[4] = {error.empty() ? 0.0 : 1.0, local_weight, double(local.keys.size()), local.weight_each};
+    std::vector<double> all(4 * std::size_t(ranks));
+    MPI_Allgather(mine, 4, MPI_DOUBLE, all.data(), 4, MPI_DOUBLE, context.comm());
+    return all;
+  };
+  std::vector<double> numbers = gather_numbers();
+  double failed = 0, total_weight = 0;
+  for (int r = 0; r < ranks; ++r) failed += numbers[4 * r], total_weight += numbers[4 * r + 1];
+  if (failed > 0) agree_on_error(context, error);
   if (!unit_weights && !(total_weight > 0)) {
     unit_weights = true;
     local = sample_local_keys(keys, n, weights, unit_weights, samples_per_rank, local_weight);
+    numbers = gather_numbers();
   }
 
   int const count = static_cast<int>(local.keys.size());
   std::vector<int> counts(ranks), displacements(ranks + 1, 0);
-  MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, context.comm());
+  std::vector<double> all_weights(ranks);
+  for (int r = 0; r < ranks; ++r) counts[r] = static_cast<int>(numbers[4 * r + 2]), all_weights[r] = numbers[4 * r + 3];
   std::partial_sum(counts.begin(), counts.end(), displacements.begin() + 1);
   std::vector<std::uint64_t> all_keys(displacements.back());
-  std::vector<double> all_weights(ranks);
   MPI_Allgatherv(local.keys.data(), count, MPI_UINT64_T, all_keys.data(), counts.data(), displacements.data(),
                  MPI_UINT64_T, context.comm());
-  MPI_Allgather(&local.weight_each, 1, MPI_DOUBLE, all_weights.data(), 1, MPI_DOUBLE, context.comm());
 
   // Every rank holds the same samples and orders them the same way (key, then source rank).
   std::vector<std::pair<std::uint64_t, double>> samples;

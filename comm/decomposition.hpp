@@ -32,7 +32,30 @@ std::vector<std::uint64_t> choose_splitters(Context const& context,
                                             Kokkos::View<double const*, MemorySpace> const& weights = {},
                                             int samples_per_rank = 256, std::string const& local_error = {});
 
+namespace detail {
+/// \brief `n` rows of a View of T kept for the Kokkos session (one per T and memory space) and
+/// handed out again once no caller holds it any more, so that a decomposition repeated every
+/// step allocates nothing; a caller that still holds the last one gets a new View.
+template <class T, class Memory>
+Kokkos::View<T*, Memory> recycled_rows(std::size_t n, std::string const& label) {
+  static Kokkos::View<T*, Memory> kept;
+  static bool const hooked = [] {
+    Kokkos::push_finalize_hook([] { kept = Kokkos::View<T*, Memory>(); });
+    return true;
+  }();
+  (void)hooked;
+  auto const rows = Kokkos::make_pair(std::size_t(0), n);
+  if (kept.use_count() > 1) return Kokkos::View<T*, Memory>(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), n);
+  if (kept.extent(0) < n) {
+    kept = Kokkos::View<T*, Memory>();  // free first: the peak stays one View
+    kept = Kokkos::View<T*, Memory>(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), n + n / 8);
+  }
+  return Kokkos::subview(kept, rows);
+}
+}  // namespace detail
+
 /// \brief The owning rank of each of the first `n` keys: the number of splitters ≤ key.
+/// The returned View is reused by a later call once the caller no longer holds it.
 template <class ExecutionSpace, class KeyView>
 Kokkos::View<int*, typename KeyView::memory_space> destination_ranks(ExecutionSpace const& space,
                                                                     KeyView const& keys, std::size_t n,
@@ -41,12 +64,12 @@ Kokkos::View<int*, typename KeyView::memory_space> destination_ranks(ExecutionSp
   static_assert(std::is_same<typename KeyView::non_const_value_type, std::uint64_t>::value,
                 "keys must be std::uint64_t");
   if (keys.extent(0) < n) fail("destination_ranks: n = {} exceeds the {} keys given", n, keys.extent(0));
-  Kokkos::View<std::uint64_t*, Memory> bounds(
-      Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::decomposition::splitters"), splitters.size());
+  auto const bounds = detail::recycled_rows<std::uint64_t, Memory>(splitters.size(), "kfmm::decomposition::splitters");
+  // A blocking copy: `bounds` may be in use by a call on another execution space instance.
   Kokkos::deep_copy(bounds, Kokkos::View<std::uint64_t const*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
                                 splitters.data(), splitters.size()));
   count_host_device_bytes(view_bytes(bounds));
-  Kokkos::View<int*, Memory> ranks(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::decomposition::ranks"), n);
+  auto const ranks = detail::recycled_rows<int, Memory>(n, "kfmm::decomposition::ranks");
   int const count = static_cast<int>(splitters.size());
   Kokkos::parallel_for(
       "kfmm::decomposition::destination_ranks", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
@@ -69,17 +92,15 @@ Kokkos::View<int*, typename KeyView::memory_space> destination_ranks(ExecutionSp
 /// ExchangePlan for all fields. Afterwards `num` is the number received, ordered by source
 /// rank then by order on the source; the capacity grows when needed and `num_total` is kept.
 /// `plan_out`, when given, receives the plan (e.g. to send results back with reverse()).
-/// Collective.
+/// All fields of a particle travel in one record (one message per partner); particles that stay
+/// are not copied when they keep their rows and moved in place when they do not. Collective.
 template <class Memory>
 void redistribute(Context const& context, Particles<Memory>& particles,
                   Kokkos::View<int const*, typename Particles<Memory>::memory_space> const& destinations,
                   ExchangePlan<Memory>* plan_out = nullptr) {
   ExchangePlan<Memory> plan(context, destinations, particles.num);
   particles.reserve(plan.num_import());
-  plan.exchange(particles.pos, particles.pos);
-  plan.exchange(particles.vel, particles.vel);
-  plan.exchange(particles.mass, particles.mass);
-  plan.exchange(particles.id, particles.id);
+  plan.exchange_in_place(particles.pos, particles.vel, particles.mass, particles.id);
   particles.num = plan.num_import();
   if (plan_out) *plan_out = std::move(plan);
 }

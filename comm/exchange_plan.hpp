@@ -5,12 +5,14 @@
 #include <kfmm/build_config.hpp>
 #include <kfmm/comm/context.hpp>
 #include <kfmm/comm/export_order.hpp>
+#include <kfmm/comm/packed_rows.hpp>
 #include <kfmm/core/error.hpp>
 #include <kfmm/core/host_device_bytes.hpp>
 #include <kfmm/core/space_copy.hpp>
 #include <kfmm/core/sort.hpp>
 #include <kfmm/core/types.hpp>
 
+#include <algorithm>
 #include <climits>
 #include <cstddef>
 #include <cstdint>
@@ -351,7 +353,136 @@ class ExchangePlan {
     transfer(imports, exports, false);
   }
 
+  /// \brief Sends rows of several Views (e.g. every field of the particles) along the plan in
+  /// place: afterwards the first num_import() rows of each hold the imports. The fields of a
+  /// row to or from another rank travel together in one record (one message per partner; the
+  /// buffers hold those rows alone). The rows that stay are not copied when they form one run
+  /// (particles sorted by key and cut into key ranges) that keeps its place, moved in place
+  /// (each row read and written once) when the run moves, and gathered field by field through
+  /// a buffer otherwise. Every View needs max(num_elements(), num_import()) rows; the Views
+  /// must not overlap one another.
+  template <class... Views>
+  void exchange_in_place(Views const&... views) const {
+    static_assert(sizeof...(Views) > 0, "exchange_in_place needs at least one View");
+    std::size_t const rows = num_elements_ > num_import() ? num_elements_ : num_import();
+    (check_rows(views, rows, "in-place"), ...);
+    check_usable();
+    check_apart(views...);
+    // Record layout: each field at an offset aligned for its type; records aligned for all.
+    std::size_t offsets[sizeof...(Views)];
+    std::size_t record = 0, align = 1, field = 0;
+    auto const place = [&](std::size_t size, std::size_t alignment, std::size_t width) {
+      record = (record + alignment - 1) / alignment * alignment;
+      offsets[field++] = record;
+      record += size * width;
+      if (alignment > align) align = alignment;
+    };
+    (place(sizeof(typename Views::value_type), alignof(typename Views::value_type), detail::columns(views)), ...);
+    record = (record + align - 1) / align * align;
+
+    // The buffers hold only the rows to and from other ranks: the messages' counts without self.
+    int const self = rank_;
+    detail::MessageCounts remote = counts_;
+    remote.send_counts[self] = remote.recv_counts[self] = 0;
+    remote.send_offsets = detail::offsets_of(remote.send_counts);
+    remote.recv_offsets = detail::offsets_of(remote.recv_counts);
+    std::size_t const num_send = counts_.send_offsets.back(), num_recv = counts_.recv_offsets.back();
+    std::size_t const send_self = counts_.send_offsets[self], send_self_end = counts_.send_offsets[self + 1];
+    std::size_t const recv_self = counts_.recv_offsets[self], recv_self_end = counts_.recv_offsets[self + 1];
+    std::size_t const stay = send_self_end - send_self;
+    execution_space space;
+    std::size_t const target_chunks = 4 * std::size_t(space.concurrency());
+    // The save area of the in-place move (or the staying rows of one field when they form no
+    // run) follows the records to send, in the same buffer.
+    bool const run = self_first_ != no_run;
+    std::size_t save_bytes = 0;
+    if (!run) {
+      ((save_bytes = std::max(save_bytes, stay * detail::columns(views) * sizeof(typename Views::value_type))), ...);
+    } else if (self_first_ != recv_self) {
+      std::size_t const distance = self_first_ > recv_self ? self_first_ - recv_self : recv_self - self_first_;
+      std::size_t const saved = distance < stay ? detail::RowShiftShape(stay, distance, target_chunks).saved_rows() : 0;
+      ((save_bytes = std::max(save_bytes, saved * detail::columns(views) * sizeof(typename Views::value_type))), ...);
+    }
+    std::size_t const send_rows = remote.send_offsets.back(), recv_rows = remote.recv_offsets.back();
+    std::size_t const send_bytes = (send_rows * record + align - 1) / align * align;
+    auto const send_buffer = detail::reusable_buffer<Memory>(0, send_bytes + save_bytes + 1);
+    auto const recv_buffer = detail::reusable_buffer<Memory>(1, recv_rows * record + 1);
+    char* const send = send_buffer.data();
+    char* const recv = recv_buffer.data();
+    auto const order = export_order_;
+    // All rows to other ranks are packed before the rows that stay move over them.
+    field = 0;
+    ((detail::pack_field(space, views, order, offsets[field], record, 0, send_self, 0, send),
+      detail::pack_field(space, views, order, offsets[field], record, send_self_end, num_send, stay, send),
+      ++field),
+     ...);
+    char* const save = send + send_bytes;
+    if (run) {
+      (detail::shift_rows(space, views, self_first_, recv_self, stay,
+                          reinterpret_cast<typename Views::non_const_value_type*>(save), target_chunks),
+       ...);
+    } else if (stay > 0) {
+      auto const through_buffer = [&](auto const& view) {
+        std::size_t const row_bytes = detail::columns(view) * sizeof(typename std::decay_t<decltype(view)>::value_type);
+        detail::pack_field(space, view, order, 0, row_bytes, send_self, send_self_end, send_self, save);
+        detail::unpack_field(space, save, 0, row_bytes, recv_self, recv_self_end, recv_self, view);
+      };
+      (through_buffer(views), ...);
+    }
+    send_remote_records(space, remote, record, send_buffer, recv_buffer);
+    field = 0;
+    ((detail::unpack_field(space, recv, offsets[field], record, 0, recv_self, 0, views),
+      detail::unpack_field(space, recv, offsets[field], record, recv_self_end, num_recv, stay, views), ++field),
+     ...);
+    compat::fence(space, "kfmm::exchange_plan (records unpacked)");
+  }
+
  private:
+  void check_usable() const {
+    if (counts_.send_offsets.empty())
+      fail("ExchangePlan: this plan was default-constructed; build it with ExchangePlan(context, destinations, n)");
+    if (counts_only_)
+      fail("ExchangePlan: this plan keeps only its counts (counts_only()); exchange along the plan it was taken from");
+  }
+
+  template <class First, class... Rest>
+  static void check_apart(First const& first, Rest const&... rest) {
+    ((detail::aliasing(first, rest) != 0
+          ? fail("ExchangePlan: the Views '{}' and '{}' given to exchange_in_place overlap; give distinct fields",
+                 first.label(), rest.label())
+          : void()),
+     ...);
+    if constexpr (sizeof...(Rest) > 0) check_apart(rest...);
+  }
+
+  // The remote messages of packed records (`record` bytes per row; `counts` without self rows),
+  // from `send` to `recv`, staged through host memory where MPI cannot reach `Memory`.
+  template <class Buffer>
+  void send_remote_records(execution_space const& space, detail::MessageCounts const& counts, std::size_t record,
+                           Buffer const& send, Buffer const& recv) const {
+    std::size_t const send_bytes = counts.send_offsets.back() * record, recv_bytes = counts.recv_offsets.back() * record;
+    bytes_sent_ = send_bytes;
+    bytes_received_ = recv_bytes;
+    if (!KFMM_ENABLE_GPU_AWARE_MPI) count_host_device_bytes(bytes_sent_ + bytes_received_);
+    constexpr bool mpi_reaches_memory =
+        KFMM_ENABLE_GPU_AWARE_MPI || Kokkos::SpaceAccessibility<Kokkos::HostSpace, Memory>::accessible;
+    compat::fence(space, "kfmm::exchange_plan (records packed)");
+    if constexpr (mpi_reaches_memory) {
+      detail::exchange_remote_bytes(comm_, rank_, counts, record, send.data(), recv.data(), max_message_bytes_);
+    } else {
+      auto const send_host = detail::reusable_buffer<compat::StagingSpace>(0, send_bytes + 1);
+      auto const recv_host = detail::reusable_buffer<compat::StagingSpace>(1, recv_bytes + 1);
+      auto const head = [](auto const& buffer, std::size_t bytes) {
+        return Kokkos::subview(buffer, Kokkos::make_pair(std::size_t(0), bytes));
+      };
+      copy_contiguous(space, head(send_host, send_bytes), head(send, send_bytes));
+      compat::fence(space, "kfmm::exchange_plan (records staged)");
+      detail::exchange_remote_bytes(comm_, rank_, counts, record, send_host.data(), recv_host.data(),
+                                    max_message_bytes_);
+      copy_contiguous(space, head(recv, recv_bytes), head(recv_host, recv_bytes));
+    }
+  }
+
   std::shared_ptr<Context const> context_;  // keeps the communicator alive; none in a default plan (no MPI)
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
@@ -397,10 +528,7 @@ class ExchangePlan {
     using T = typename SourceView::non_const_value_type;
     static_assert(std::is_same<T, typename TargetView::non_const_value_type>::value,
                   "source and target Views must hold the same type");
-    if (counts_.send_offsets.empty())
-      fail("ExchangePlan: this plan was default-constructed; build it with ExchangePlan(context, destinations, n)");
-    if (counts_only_)
-      fail("ExchangePlan: this plan keeps only its counts (counts_only()); exchange along the plan it was taken from");
+    check_usable();
     std::size_t const width = detail::columns(source);
     if (detail::columns(target) != width)
       fail("ExchangePlan: the source View '{}' has {} columns but the target View '{}' has {}", source.label(), width,

@@ -361,12 +361,18 @@ def main():
             # The run finished first: check it, then start a new chain with this kill again.
             check_final(directory, references, reference_diagnostics, args.layout, f"chain {chains} end")
             log(f"  {what}: not reached, the run finished; chain {chains} checked")
-            if id(schedule[index]) in retried:
-                raise Failure(f"{what} was not reached in two chains; the schedule does not fit the run")
-            retried.add(id(schedule[index]))
             shutil.rmtree(directory)
             chains += 1
             restart_written = False
+            if id(schedule[index]) in retried:
+                if kind == "point":
+                    raise Failure(f"{what} was not reached in two chains; the schedule does not fit the run")
+                # A delay drawn from the reference run's wall time can outlast a run on a machine
+                # whose load fell since; the count of random-delay kills below still has to hold.
+                log(f"  {what}: not reached in two chains (the machine got faster); skipped")
+                index += 1
+                continue
+            retried.add(id(schedule[index]))
             continue
         if not killed:
             raise Failure(f"{what}: kfmm failed by itself (exit {status}) instead of being killed:\n{text[-3000:]}")
