@@ -1,5 +1,6 @@
 #include <kfmm/comm/decomposition.hpp>
 #include <kfmm/core/sort.hpp>
+#include <kfmm/core/session_scratch.hpp>
 #include <kfmm/core/space_copy.hpp>
 #include <kfmm/core/view_growth.hpp>
 
@@ -32,15 +33,7 @@ struct SampleScratch {
   KeySorter<MemorySpace, std::size_t> sorter;
 };
 
-SampleScratch& sample_scratch() {
-  static SampleScratch scratch;
-  static bool const hooked = [] {
-    Kokkos::push_finalize_hook([] { scratch = SampleScratch(); });
-    return true;
-  }();
-  (void)hooked;
-  return scratch;
-}
+SampleScratch& sample_scratch() { return session_scratch<SampleScratch>(); }
 
 LocalSamples sample_local_keys(Kokkos::View<std::uint64_t const*, MemorySpace> const& keys, std::size_t n,
                                Kokkos::View<double const*, MemorySpace> const& weights, bool unit_weights,

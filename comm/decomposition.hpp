@@ -5,6 +5,7 @@
 #include <kfmm/comm/context.hpp>
 #include <kfmm/comm/exchange_plan.hpp>
 #include <kfmm/core/particles.hpp>
+#include <kfmm/core/session_scratch.hpp>
 #include <kfmm/core/types.hpp>
 
 #include <cstddef>
@@ -36,14 +37,10 @@ namespace detail {
 /// \brief `n` rows of a View of T kept for the Kokkos session (one per T and memory space) and
 /// handed out again once no caller holds it any more, so that a decomposition repeated every
 /// step allocates nothing; a caller that still holds the last one gets a new View.
+struct RecycledRows {};
 template <class T, class Memory>
 Kokkos::View<T*, Memory> recycled_rows(std::size_t n, std::string const& label) {
-  static Kokkos::View<T*, Memory> kept;
-  static bool const hooked = [] {
-    Kokkos::push_finalize_hook([] { kept = Kokkos::View<T*, Memory>(); });
-    return true;
-  }();
-  (void)hooked;
+  auto& kept = session_scratch<Kokkos::View<T*, Memory>, RecycledRows>();
   auto const rows = Kokkos::make_pair(std::size_t(0), n);
   if (kept.use_count() > 1) return Kokkos::View<T*, Memory>(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), n);
   if (kept.extent(0) < n) {

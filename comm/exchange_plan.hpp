@@ -8,6 +8,7 @@
 #include <kfmm/comm/packed_rows.hpp>
 #include <kfmm/core/error.hpp>
 #include <kfmm/core/host_device_bytes.hpp>
+#include <kfmm/core/session_scratch.hpp>
 #include <kfmm/core/space_copy.hpp>
 #include <kfmm/core/sort.hpp>
 #include <kfmm/core/types.hpp>
@@ -77,16 +78,12 @@ View allocate_rows(std::string const& label, std::size_t rows, std::size_t width
 /// repeated exchanges allocate nothing: device send/receive buffers and their page-locked host
 /// staging copies. Slot `which` (0: send, 1: receive) of `Space`. Released at Kokkos::finalize.
 template <class Space>
+struct ReusableBuffers {
+  Kokkos::View<char*, Space> buffers[2];
+};
+template <class Space>
 Kokkos::View<char*, Space> reusable_buffer(int which, std::size_t bytes) {
-  static Kokkos::View<char*, Space> buffers[2];
-  static bool const hooked = [] {
-    Kokkos::push_finalize_hook([] {
-      for (auto& buffer : buffers) buffer = Kokkos::View<char*, Space>();
-    });
-    return true;
-  }();
-  (void)hooked;
-  auto& buffer = buffers[which];
+  auto& buffer = session_scratch<ReusableBuffers<Space>>().buffers[which];
   if (buffer.extent(0) < bytes) {
     buffer = Kokkos::View<char*, Space>();  // free first: the peak stays one buffer
     std::size_t const grown = bytes + bytes / 2;

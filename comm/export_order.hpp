@@ -6,6 +6,7 @@
 /// host; the per-element destinations and order stay on the device.
 #include <kfmm/core/error.hpp>
 #include <kfmm/core/kokkos_compat.hpp>
+#include <kfmm/core/session_scratch.hpp>
 #include <kfmm/core/sort.hpp>
 #include <kfmm/core/space_copy.hpp>
 
@@ -29,16 +30,6 @@ struct ExportOrderScratch {
   Kokkos::View<std::uint8_t*, Memory> partners;
   Kokkos::View<std::size_t*, Kokkos::HostSpace> host_offsets;
   Kokkos::View<std::uint8_t*, Kokkos::HostSpace> host_partners;
-
-  static ExportOrderScratch& get() {
-    static ExportOrderScratch scratch;
-    static bool const hooked = [] {
-      Kokkos::push_finalize_hook([] { scratch = ExportOrderScratch(); });
-      return true;
-    }();
-    (void)hooked;
-    return scratch;
-  }
 };
 
 /// Makes `view` hold at least `n` entries (content not kept).
@@ -170,7 +161,7 @@ template <class ExecutionSpace, class Memory>
 ExportOrder build_export_order(ExecutionSpace const& space, Kokkos::View<int const*, Memory> const& destinations,
                                std::size_t n, int ranks, int self, std::vector<std::size_t> const* partners_host,
                                Kokkos::View<std::size_t*, Memory>& order) {
-  auto& scratch = ExportOrderScratch<Memory>::get();
+  auto& scratch = session_scratch<ExportOrderScratch<Memory>>();
   RadixBlocks const blocks = export_blocks(space, n, ranks);
   std::size_t const num_bins = (std::size_t(ranks) + 1) * blocks.count;
   grow_scratch_view(scratch.bins, num_bins, "kfmm::exchange_plan::bins");
