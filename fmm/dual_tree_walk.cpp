@@ -105,20 +105,33 @@ struct WalkView {
       pb_n *= pb;
     }
   }
-  // The relative criterion's estimate of the M2L error per unit G (OpeningTest) times d², every
-  // length divided by d: the largest of the terms C(p+1, n) T_n r_a^(p+1−n) / d^(p+1).
-  KOKKOS_INLINE_FUNCTION double error_estimate(Target const& a, int b, double d2) const {
-    int const q = order + 1;
+  // The relative criterion's estimate of the M2L error per unit G (OpeningTest): the largest of
+  // the terms C(p+1, n) T_n r_a^(p+1−n) / d^(p+1), from 1/d. Q = p + 1 is a template argument so
+  // that the loops over the terms unroll (no per-term branch on the order).
+  template <int Q>
+  KOKKOS_INLINE_FUNCTION double error_estimate_over_d2(Target const& a, int b, double inv_d) const {
     double e = 0;
-    for (int n = 0; n <= q; ++n) {
-      double const term = coefficient(b, n) * a.radius_power[q - n];
+    for (int n = 0; n <= Q; ++n) {
+      double const term = coefficient(b, n) * a.radius_power[Q - n];
       e = term > e ? term : e;
     }
-    double inv_dq = 1;  // d^−q
-    double const inv_d2 = 1.0 / d2;
-    for (int k = 2; k <= q; k += 2) inv_dq *= inv_d2;
-    if (q % 2) inv_dq *= compat::math::sqrt(inv_d2);
-    return e * inv_dq;
+    double const inv_d2 = inv_d * inv_d;
+    double inv_dq = Q % 2 ? inv_d : 1.0;  // d^−Q
+    for (int k = 2; k <= Q; k += 2) inv_dq *= inv_d2;
+    return e * inv_dq * inv_d2;
+  }
+  // The same, for the order of this walk (1 ≤ p ≤ 8, checked by run()).
+  KOKKOS_INLINE_FUNCTION double error_estimate_over_d2(Target const& a, int b, double inv_d) const {
+    switch (order + 1) {
+      case 2: return error_estimate_over_d2<2>(a, b, inv_d);
+      case 3: return error_estimate_over_d2<3>(a, b, inv_d);
+      case 4: return error_estimate_over_d2<4>(a, b, inv_d);
+      case 5: return error_estimate_over_d2<5>(a, b, inv_d);
+      case 6: return error_estimate_over_d2<6>(a, b, inv_d);
+      case 7: return error_estimate_over_d2<7>(a, b, inv_d);
+      case 8: return error_estimate_over_d2<8>(a, b, inv_d);
+      default: return error_estimate_over_d2<9>(a, b, inv_d);
+    }
   }
   // r = r_a + r_b. Every term is at most M_B ((r_a + r_b)/d)^(p+1) (each source moment is at most
   // M_B r_b^n; the binomial sum), so a pair under that bound passes without the estimate.
@@ -131,9 +144,8 @@ struct WalkView {
   }
   KOKKOS_INLINE_FUNCTION bool error_allowed(Target const& a, int b, double d2, double r) const {
     if (!relative) return true;
-    double const limit = a.allowed * d2;
-    if (error_bound(b, d2, r) <= limit) return true;
-    return error_estimate(a, b, d2) <= limit;
+    if (error_bound(b, d2, r) <= a.allowed * d2) return true;
+    return error_estimate_over_d2(a, b, 1.0 / compat::math::sqrt(d2)) <= a.allowed;
   }
   // What a target's allowance is divided by: max(c, coherence_floor), where c is the coherence of
   // its candidate sources' errors: over the candidates b that pass the angle test, weighted by
@@ -156,74 +168,92 @@ struct WalkView {
   // allows it, else what the pair falls back to.
   static constexpr int pending_p2p = 4, pending_open = 5;
 
-  // Classifies the candidates of target `a` (the children of sources[begin, end), or these
-  // themselves on the first level) into kind(c …) in order and adds them to the counts n. With
-  // the relative criterion and coherence, one pass tests the angle, computes each candidate's
-  // estimate once for both the coherence and the decision and keeps what the decision needs
-  // (the estimate and d²) in value(c); a second pass
-  // over those stored values decides with the coherent allowance.
-  KOKKOS_INLINE_FUNCTION void classify_candidates(Target a, ScalarView<int> const& sources, int begin, int end,
-                                                  bool first, int c, ScalarView<std::uint8_t> const& kinds,
-                                                  Kokkos::View<double* [2], Kokkos::LayoutRight, MemorySpace> const& value,
-                                                  int* n) const {
+  // Classifies the candidates of target `a`, the sources node(base … base + count), into
+  // kind(c …) in order and adds them to the counts n. With the relative criterion and
+  // coherence, one loop tests the angle, computes each candidate's estimate once for both the
+  // coherence and the decision and keeps it in value(c …); a second loop decides with the
+  // coherent allowance.
+  KOKKOS_INLINE_FUNCTION void classify_candidates(Target const& a, ScalarView<int> const& node, int base, int count,
+                                                  int c, ScalarView<std::uint8_t> const& kinds,
+                                                  ScalarView<double> const& value, int* n) const {
     if (!relative || coherence_floor >= 1 || (a.flags & (node_remote | node_idle))) {
-      for (int e = begin; e < end; ++e) {
-        int const B = sources(e);
-        int const nb = first ? 1 : num_children(B);
-        for (int jb = 0; jb < nb; ++jb) {
-          PairKind const kind = classify(a, first ? B : child(B, jb));
-          kinds(c++) = static_cast<std::uint8_t>(kind);
-          if (kind != pair_none) ++n[kind];
-        }
+      int m2l = 0, p2p = 0, open = 0;  // see classify_coherent
+      for (int t = 0; t < count; ++t) {
+        PairKind const kind = classify(a, node(base + t));
+        kinds(c + t) = static_cast<std::uint8_t>(kind);
+        m2l += kind == pair_m2l;
+        p2p += kind == pair_p2p;
+        open += kind == pair_open;
       }
+      n[pair_m2l] += m2l;
+      n[pair_p2p] += p2p;
+      n[pair_open] += open;
       return;
     }
-    int const c0 = c;
-    double W = 0, D[3] = {0, 0, 0}, Q[6] = {0, 0, 0, 0, 0, 0};  // Q: xx, yy, zz, xy, xz, yz
-    for (int e = begin; e < end; ++e) {
-      int const B = sources(e);
-      int const nb = first ? 1 : num_children(B);
-      for (int jb = 0; jb < nb; ++jb) {
-        int const b = first ? B : child(B, jb);
-        bool const leaves = (a.flags & node_leaf) && (flags(b) & node_leaf);
-        int kind = leaves ? pair_p2p : pair_open;
-        if (a.node != b) {
-          double const dx = a.x - centre(b, 0), dy = a.y - centre(b, 1), dz = a.z - centre(b, 2);
-          double const d2 = dx * dx + dy * dy + dz * dz;
-          double const r = a.radius + radius(b);
-          if (r * r < theta * theta * d2) {
-            double const estimate = error_estimate(a, b, d2);
-            double const weight = estimate / d2;
-            double const inv = 1.0 / compat::math::sqrt(d2);
-            double const u[3] = {-(dx * inv), -(dy * inv), -(dz * inv)};  // from a to b
-            W += weight;
-            for (int k = 0; k < 3; ++k) D[k] += weight * u[k];
-            Q[0] += weight * u[0] * u[0];
-            Q[1] += weight * u[1] * u[1];
-            Q[2] += weight * u[2] * u[2];
-            Q[3] += weight * u[0] * u[1];
-            Q[4] += weight * u[0] * u[2];
-            Q[5] += weight * u[1] * u[2];
-            // The spline kernel is piecewise (see classify()).
-            if (kernel_reach == 0.0 || compat::math::sqrt(d2) - r >= kernel_reach) {
-              value(c, 0) = estimate;
-              value(c, 1) = d2;
-              kind = leaves ? pending_p2p : pending_open;
-            }
-          }
-        }
-        kinds(c++) = static_cast<std::uint8_t>(kind);
-      }
+    switch (order + 1) {
+      case 2: return classify_coherent<2>(a, node, base, count, c, kinds, value, n);
+      case 3: return classify_coherent<3>(a, node, base, count, c, kinds, value, n);
+      case 4: return classify_coherent<4>(a, node, base, count, c, kinds, value, n);
+      case 5: return classify_coherent<5>(a, node, base, count, c, kinds, value, n);
+      case 6: return classify_coherent<6>(a, node, base, count, c, kinds, value, n);
+      case 7: return classify_coherent<7>(a, node, base, count, c, kinds, value, n);
+      case 8: return classify_coherent<8>(a, node, base, count, c, kinds, value, n);
+      default: return classify_coherent<9>(a, node, base, count, c, kinds, value, n);
     }
+  }
+  // classify_candidates() under the relative criterion with coherence, at Terms = p + 1.
+  template <int Terms>
+  KOKKOS_INLINE_FUNCTION void classify_coherent(Target const& a, ScalarView<int> const& node, int base, int count,
+                                                int c, ScalarView<std::uint8_t> const& kinds,
+                                                ScalarView<double> const& value, int* n) const {
+    bool const a_leaf = (a.flags & node_leaf) != 0;
+    double const theta2 = theta * theta;
+    double W = 0, D0 = 0, D1 = 0, D2 = 0, Qxx = 0, Qyy = 0, Qzz = 0, Qxy = 0, Qxz = 0, Qyz = 0;
+    int m2l = 0, p2p = 0, open = 0;  // counted in registers: n[kind] in memory chains each update
+    for (int t = 0; t < count; ++t) {
+      int const b = node(base + t);
+      bool const leaves = a_leaf && (flags(b) & node_leaf);
+      int kind = leaves ? pair_p2p : pair_open;
+      double const dx = a.x - centre(b, 0), dy = a.y - centre(b, 1), dz = a.z - centre(b, 2);
+      double const d2 = dx * dx + dy * dy + dz * dz;
+      double const r = a.radius + radius(b);
+      if (a.node != b && r * r < theta2 * d2) {
+        double const inv = 1.0 / compat::math::sqrt(d2);
+        double const weight = error_estimate_over_d2<Terms>(a, b, inv);
+        double const ux = -(dx * inv), uy = -(dy * inv), uz = -(dz * inv);  // from a to b
+        W += weight;
+        D0 += weight * ux;
+        D1 += weight * uy;
+        D2 += weight * uz;
+        Qxx += weight * ux * ux;
+        Qyy += weight * uy * uy;
+        Qzz += weight * uz * uz;
+        Qxy += weight * ux * uy;
+        Qxz += weight * ux * uz;
+        Qyz += weight * uy * uz;
+        // The spline kernel is piecewise (see classify()).
+        if (kernel_reach == 0.0 || d2 * inv - r >= kernel_reach) {
+          value(c + t) = weight;
+          kind = leaves ? pending_p2p : pending_open;
+        }
+      }
+      kinds(c + t) = static_cast<std::uint8_t>(kind);
+    }
+    double const D[3] = {D0, D1, D2}, Q[6] = {Qxx, Qyy, Qzz, Qxy, Qxz, Qyz};
     double const allowed = a.allowed / coherence(W, D, Q);
-    for (int i = c0; i < c; ++i) {
+    for (int i = c; i < c + count; ++i) {
       int kind = kinds(i);
       if (kind >= pending_p2p) {
-        kind = value(i, 0) <= allowed * value(i, 1) ? pair_m2l : kind == pending_p2p ? pair_p2p : pair_open;
+        kind = value(i) <= allowed ? pair_m2l : kind == pending_p2p ? pair_p2p : pair_open;
         kinds(i) = static_cast<std::uint8_t>(kind);
       }
-      ++n[kind];
+      m2l += kind == pair_m2l;
+      p2p += kind == pair_p2p;
+      open += kind == pair_open;
     }
+    n[pair_m2l] += m2l;
+    n[pair_p2p] += p2p;
+    n[pair_open] += open;
   }
   KOKKOS_INLINE_FUNCTION PairKind classify(Target const& a, int b) const {
     if (a.flags & (node_remote | node_idle)) return pair_none;
@@ -350,6 +380,8 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
       Kokkos::deep_copy(space, Kokkos::subview(candidate_offset, groups), static_cast<int>(candidates));
       grow_lists(candidate_kind_, static_cast<std::size_t>(candidates) + 1);
       auto const candidate_kind = candidate_kind_;
+      grow_lists(candidate_node_, static_cast<std::size_t>(candidates) + 1);
+      auto const candidate_node = candidate_node_;
       if (relative) grow_lists(candidate_value_, static_cast<std::size_t>(candidates) + 1);
       auto const candidate_value = candidate_value_;
       if (relative) {
@@ -375,14 +407,19 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
             int const A = target(g);
             // The root pair is tested as is; afterwards pairs are opened into their children.
             int const na = first ? 1 : w.num_children(A);
-            int c = candidate_offset(g);
+            int const base = candidate_offset(g);
+            int const per_child = (candidate_offset(g + 1) - base) / na;
+            // The sources' children, the same for every target child: listed once.
+            for (int e = offset(g), t = base; e < offset(g + 1); ++e) {
+              int const B = source(e);
+              int const nb = first ? 1 : w.num_children(B);
+              for (int jb = 0; jb < nb; ++jb) candidate_node(t++) = first ? B : w.child(B, jb);
+            }
             for (int j = 0; j < max_children; ++j) {
               int n[3] = {0, 0, 0};
-              if (j < na) {
-                w.classify_candidates(w.target(first ? A : w.child(A, j)), source, offset(g), offset(g + 1), first,
-                                      c, candidate_kind, candidate_value, n);
-                c += (candidate_offset(g + 1) - candidate_offset(g)) / na;
-              }
+              if (j < na)
+                w.classify_candidates(w.target(first ? A : w.child(A, j)), candidate_node, base, per_child,
+                                      base + j * per_child, candidate_kind, candidate_value, n);
               for (int k = 0; k < 3; ++k) {
                 entries[k](g * max_children + j) = n[k];
                 has[k](g * max_children + j) = n[k] > 0 ? 1 : 0;
@@ -419,7 +456,9 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
           "kfmm::fmm::walk::fill", Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, groups), KOKKOS_LAMBDA(int g) {
             int const A = target(g);
             int const na = first ? 1 : w.num_children(A);
-            int c = candidate_offset(g);
+            int const base = candidate_offset(g);
+            int const per_child = (candidate_offset(g + 1) - base) / na;
+            int c = base;
             for (int j = 0; j < na; ++j) {
               int const slot = g * max_children + j;
               int const a = first ? A : w.child(A, j);
@@ -433,13 +472,9 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
                   out_offset[k](group) = cursor[k];
                 }
               }
-              for (int e = offset(g); e < offset(g + 1); ++e) {
-                int const B = source(e);
-                int const nb = first ? 1 : w.num_children(B);
-                for (int jb = 0; jb < nb; ++jb) {
-                  int const kind = candidate_kind(c++);
-                  if (kind != pair_none) out_source[kind](cursor[kind]++) = first ? B : w.child(B, jb);
-                }
+              for (int t = 0; t < per_child; ++t) {
+                int const kind = candidate_kind(c++);
+                if (kind != pair_none) out_source[kind](cursor[kind]++) = candidate_node(base + t);
               }
             }
           });

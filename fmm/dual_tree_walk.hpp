@@ -96,9 +96,12 @@ class DualTreeWalk {
   /// nothing): one byte per candidate, candidates of group g from candidate_offset_(g).
   ScalarView<std::uint8_t> candidate_kind_;
   ScalarView<int> candidate_offset_;
-  /// Relative criterion with coherence: per candidate, its estimate and d² (see the
+  /// Per group, its sources' children (the candidates of each of its target children), listed
+  /// once at the group's first candidate slots by the count pass.
+  ScalarView<int> candidate_node_;
+  /// Relative criterion with coherence: per candidate, its error estimate over d² (see the
   /// count pass), kept only within one target's count.
-  Kokkos::View<double* [2], Kokkos::LayoutRight, MemorySpace> candidate_value_;
+  ScalarView<double> candidate_value_;
   /// relative criterion: per source node, C(p+1, n) T_n of the error estimate (n = 0 … p+1),
   /// filled for the nodes a level tests, once per walk (`coefficient_ready_`)
   Kokkos::View<double* [10], Kokkos::LayoutRight, MemorySpace> coefficient_;  // p + 2 ≤ 10 terms
