@@ -6,6 +6,7 @@
 #include <kfmm/comm/exchange_plan.hpp>
 #include <kfmm/core/particles.hpp>
 #include <kfmm/core/session_scratch.hpp>
+#include <kfmm/core/view_growth.hpp>
 #include <kfmm/core/types.hpp>
 
 #include <cstddef>
@@ -43,10 +44,7 @@ Kokkos::View<T*, Memory> recycled_rows(std::size_t n, std::string const& label) 
   auto& kept = session_scratch<Kokkos::View<T*, Memory>, RecycledRows>();
   auto const rows = Kokkos::make_pair(std::size_t(0), n);
   if (kept.use_count() > 1) return Kokkos::View<T*, Memory>(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), n);
-  if (kept.extent(0) < n) {
-    kept = Kokkos::View<T*, Memory>();  // free first: the peak stays one View
-    kept = Kokkos::View<T*, Memory>(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), n + n / 8);
-  }
+  grow_discarding(kept, n, label, 8);
   return Kokkos::subview(kept, rows);
 }
 }  // namespace detail

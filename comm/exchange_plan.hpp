@@ -9,6 +9,7 @@
 #include <kfmm/core/error.hpp>
 #include <kfmm/core/host_device_bytes.hpp>
 #include <kfmm/core/session_scratch.hpp>
+#include <kfmm/core/view_growth.hpp>
 #include <kfmm/core/space_copy.hpp>
 #include <kfmm/core/sort.hpp>
 #include <kfmm/core/types.hpp>
@@ -84,12 +85,7 @@ struct ReusableBuffers {
 template <class Space>
 Kokkos::View<char*, Space> reusable_buffer(int which, std::size_t bytes) {
   auto& buffer = session_scratch<ReusableBuffers<Space>>().buffers[which];
-  if (buffer.extent(0) < bytes) {
-    buffer = Kokkos::View<char*, Space>();  // free first: the peak stays one buffer
-    std::size_t const grown = bytes + bytes / 2;
-    buffer = Kokkos::View<char*, Space>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::exchange_plan::buffer"),
-                                        grown);
-  }
+  grow_discarding(buffer, bytes, "kfmm::exchange_plan::buffer");
   return buffer;
 }
 

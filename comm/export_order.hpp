@@ -6,6 +6,7 @@
 /// host; the per-element destinations and order stay on the device.
 #include <kfmm/core/error.hpp>
 #include <kfmm/core/kokkos_compat.hpp>
+#include <kfmm/core/view_growth.hpp>
 #include <kfmm/core/session_scratch.hpp>
 #include <kfmm/core/sort.hpp>
 #include <kfmm/core/space_copy.hpp>
@@ -31,14 +32,6 @@ struct ExportOrderScratch {
   Kokkos::View<std::size_t*, Kokkos::HostSpace> host_offsets;
   Kokkos::View<std::uint8_t*, Kokkos::HostSpace> host_partners;
 };
-
-/// Makes `view` hold at least `n` entries (content not kept).
-template <class View>
-void grow_scratch_view(View& view, std::size_t n, char const* label) {
-  if (view.extent(0) >= n) return;
-  view = View();  // free first: the peak stays one View
-  view = View(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), n + n / 2);
-}
 
 /// Blocks of rows, one thread each: enough to keep every thread busy, each long enough to
 /// amortise its R + 1 counters, and at most `largest_bins` counters in all (R of thousands).
@@ -164,14 +157,14 @@ ExportOrder build_export_order(ExecutionSpace const& space, Kokkos::View<int con
   auto& scratch = session_scratch<ExportOrderScratch<Memory>>();
   RadixBlocks const blocks = export_blocks(space, n, ranks);
   std::size_t const num_bins = (std::size_t(ranks) + 1) * blocks.count;
-  grow_scratch_view(scratch.bins, num_bins, "kfmm::exchange_plan::bins");
-  grow_scratch_view(scratch.offsets, std::size_t(ranks) + 1, "kfmm::exchange_plan::offsets");
+  grow_discarding(scratch.bins, num_bins, "kfmm::exchange_plan::bins");
+  grow_discarding(scratch.offsets, std::size_t(ranks) + 1, "kfmm::exchange_plan::offsets");
   bool const check_partners = partners_host != nullptr;
   // R flags: which ranks may receive (a byte per rank, like the counts); read by the copy
   // before the fence below.
   if (check_partners) {
-    grow_scratch_view(scratch.partners, std::size_t(ranks), "kfmm::exchange_plan::partners");
-    grow_scratch_view(scratch.host_partners, std::size_t(ranks), "kfmm::exchange_plan::host_partners");
+    grow_discarding(scratch.partners, std::size_t(ranks), "kfmm::exchange_plan::partners");
+    grow_discarding(scratch.host_partners, std::size_t(ranks), "kfmm::exchange_plan::host_partners");
     auto const flags = Kokkos::subview(scratch.host_partners, Kokkos::make_pair(0, ranks));
     for (int r = 0; r < ranks; ++r) flags(r) = (*partners_host)[r] > 0 ? 1 : 0;
     copy_contiguous(space, Kokkos::subview(scratch.partners, Kokkos::make_pair(0, ranks)), flags);
@@ -183,7 +176,7 @@ ExportOrder build_export_order(ExecutionSpace const& space, Kokkos::View<int con
   ExportScan const scan = count_export_bins(space, rows, ranks, self, partners, check_partners, bins, blocks);
   radix_scan_counts(space, bins, num_bins);
   export_offsets(space, bins, ranks, blocks.count, offsets);
-  grow_scratch_view(scratch.host_offsets, std::size_t(ranks) + 1, "kfmm::exchange_plan::host_offsets");
+  grow_discarding(scratch.host_offsets, std::size_t(ranks) + 1, "kfmm::exchange_plan::host_offsets");
   auto const host_offsets = Kokkos::subview(scratch.host_offsets, Kokkos::make_pair(0, ranks + 1));
   copy_contiguous(space, host_offsets, Kokkos::subview(offsets, Kokkos::make_pair(0, ranks + 1)));
   compat::fence(space, "kfmm::exchange_plan (export offsets on the host)");

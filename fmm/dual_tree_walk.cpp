@@ -14,10 +14,16 @@ namespace kfmm {
 namespace {
 
 // The walk's lists change length from step to step with the particles: they grow to a quarter
-// more than asked, so that the next steps fit (grow_preserving keeps the content).
+// more than asked, so that the next steps fit. grow_lists keeps the content (the M2L and P2P
+// lists, appended to level by level); grow_scratch does not (what a level rewrites before it
+// reads: the counts, the candidates, the next level's open pairs).
 template <class View>
 void grow_lists(View& view, std::size_t n) {
   if (view.extent(0) < n) grow_preserving(view, n + n / 4);
+}
+template <class View>
+void grow_scratch(View& view, std::size_t n, char const* label) {
+  grow_discarding(view, n, label, 4);
 }
 
 }  // namespace
@@ -354,7 +360,7 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
       int const groups = open->num_groups;
       if (!fits(static_cast<long long>(groups) * max_children + 1, "child slots", iteration)) continue;
       int const slots = groups * max_children;
-      for (auto& c : counts_) grow_lists(c, slots + 1);
+      for (auto& c : counts_) grow_scratch(c, slots + 1, "kfmm::walk::counts");
       // counts_[k] for k = kind: entries of that kind per (group, child slot);
       // counts_[3 + k]: 1 if that (group, slot) has any entry of kind k (becomes a group).
       ScalarView<int> entries[3] = {counts_[0], counts_[1], counts_[2]};
@@ -365,7 +371,7 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
       bool const first = iteration == 0;
       // The candidates of group g: its target children times its sources' children, each
       // classified once by the count pass and stored, so the fill pass only copies.
-      grow_lists(candidate_offset_, groups + 1);
+      grow_scratch(candidate_offset_, groups + 1, "kfmm::walk::candidate_offset");
       auto const candidate_offset = candidate_offset_;
       Kokkos::parallel_for(
           "kfmm::fmm::walk::candidates", Kokkos::RangePolicy<ExecutionSpace>(space, 0, groups), KOKKOS_LAMBDA(int g) {
@@ -378,11 +384,11 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
       if (!fits(candidates + 1, "walk candidates", iteration)) continue;
 
       Kokkos::deep_copy(space, Kokkos::subview(candidate_offset, groups), static_cast<int>(candidates));
-      grow_lists(candidate_kind_, static_cast<std::size_t>(candidates) + 1);
+      grow_scratch(candidate_kind_, static_cast<std::size_t>(candidates) + 1, "kfmm::walk::candidate_kind");
       auto const candidate_kind = candidate_kind_;
-      grow_lists(candidate_node_, static_cast<std::size_t>(candidates) + 1);
+      grow_scratch(candidate_node_, static_cast<std::size_t>(candidates) + 1, "kfmm::walk::candidate_node");
       auto const candidate_node = candidate_node_;
-      if (relative) grow_lists(candidate_value_, static_cast<std::size_t>(candidates) + 1);
+      if (relative) grow_scratch(candidate_value_, static_cast<std::size_t>(candidates) + 1, "kfmm::walk::candidate_value");
       auto const candidate_value = candidate_value_;
       if (relative) {
         // The estimate's coefficients of the sources this level tests (their powers are set:
@@ -443,12 +449,15 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
         group_total[k] = static_cast<int>(groups_total);
       }
       if (!fit) continue;
-      for (int k = 0; k < 3; ++k) {
+      for (int k = 0; k < 2; ++k) {
         PairLists& list = *out[k];
         grow_lists(list.target, group_base[k] + group_total[k]);
         grow_lists(list.offset, group_base[k] + group_total[k] + 1);
         grow_lists(list.source, entry_base[k] + entry_total[k]);
       }
+      grow_scratch(next->target, group_total[2], "kfmm::walk::open_target");
+      grow_scratch(next->offset, group_total[2] + 1, "kfmm::walk::open_offset");
+      grow_scratch(next->source, entry_total[2], "kfmm::walk::open_source");
       ScalarView<int> out_target[3] = {m2l.target, p2p.target, next->target};
       ScalarView<int> out_offset[3] = {m2l.offset, p2p.offset, next->offset};
       ScalarView<int> out_source[3] = {m2l.source, p2p.source, next->source};
