@@ -61,7 +61,7 @@ Key const keys[] = {
   {"ic.velocity", "float list", "[0, 0, 0]", "[v_x, v_y, v_z] added to every initial velocity (bulk motion)"},
   {"force.method", "string", "fmm", "fmm, or direct (O(N²), for small N and checks)", "fmm|direct"},
   {"force.order", "int", "7", "expansion order p (the solver's defaults p 7, mac relative with tolerance 1e-5 and θ 0.95, leaf 160: per-particle p99.9 ≤ 1e-2 on every generated distribution)", "", 1, 8},
-  {"force.theta", "float", "0.95", "opening angle θ: accept (r_A + r_B) < θ·|c_A − c_B| (default 0.95 with mac relative, where it only caps the pairs; 0.75 with mac angle)", "", 1e-3, 1.5},
+  {"force.theta", "float", "", "opening angle θ: accept (r_A + r_B) < θ·|c_A − c_B|; not given, it follows force.mac: 0.95 with mac relative, where it only caps the pairs, 0.75 with mac angle", "", 1e-3, 1.5},
   {"force.mac", "string", "relative", "opening criterion: relative (the angle test and an M2L error bound of tolerance × each target's force), or angle alone (the default with integrator.kind lattice_dkd, which needs forces of the positions alone)", "angle|relative"},
   {"force.tolerance", "float", "1e-5", "α of the relative opening criterion (1e-5 with θ 0.95 meets the accuracy targets on every generated distribution; docs in the README)", "", 1e-12, 1},
   {"force.estimate_theta", "float", "1", "θ of the first evaluation that estimates |a| for the relative criterion", "", 1e-3, 1.5},

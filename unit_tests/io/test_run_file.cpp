@@ -47,6 +47,15 @@ TEST(RunFile, OpeningAngleFollowsTheCriterionUnlessGiven) {
   EXPECT_EQ(given.simulation.fmm.theta, 0.6);
   auto const relative = kfmm::parse_run_text("force: {theta: 0.8}\n", "relative.yaml");
   EXPECT_EQ(relative.simulation.fmm.theta, 0.8);
+  // The printed default file leaves θ out, so that a user who edits only its mac gets that
+  // criterion's θ (it used to write theta: 0.95, which mac: angle then kept).
+  std::string edited = kfmm::default_run_file();
+  auto const mac = edited.find("mac: relative");
+  ASSERT_NE(mac, std::string::npos) << edited;
+  edited.replace(mac, std::string("mac: relative").size(), "mac: angle");
+  auto const from_edited = kfmm::parse_run_text(edited, "edited.yaml");
+  EXPECT_EQ(from_edited.simulation.fmm.opening, kfmm::OpeningCriterion::Angle);
+  EXPECT_EQ(from_edited.simulation.fmm.theta, 0.75);
   // lattice_dkd's exact reversibility needs forces of the positions alone.
   auto const lattice = kfmm::parse_run_text("integrator: {kind: lattice_dkd}\n", "lattice.yaml");
   EXPECT_EQ(lattice.simulation.fmm.opening, kfmm::OpeningCriterion::Angle);
