@@ -169,6 +169,20 @@ struct WalkView {
     double c = dipole > quadrupole ? dipole : quadrupole;
     return c > coherence_floor ? c : coherence_floor;
   }
+  // Pair kinds counted in registers: n[kind] in memory would chain each update to the last.
+  struct KindCounts {
+    int m2l = 0, p2p = 0, open = 0;
+    KOKKOS_INLINE_FUNCTION void add(int kind) {
+      m2l += kind == pair_m2l;
+      p2p += kind == pair_p2p;
+      open += kind == pair_open;
+    }
+    KOKKOS_INLINE_FUNCTION void add_to(int* n) const {
+      n[pair_m2l] += m2l;
+      n[pair_p2p] += p2p;
+      n[pair_open] += open;
+    }
+  };
   // Kinds of candidates that pass the angle test and the kernel's reach under the relative
   // criterion with coherence, while the target's coherence is not known yet: M2L if the error
   // allows it, else what the pair falls back to.
@@ -183,17 +197,13 @@ struct WalkView {
                                                   int c, ScalarView<std::uint8_t> const& kinds,
                                                   ScalarView<double> const& value, int* n) const {
     if (!relative || coherence_floor >= 1 || (a.flags & (node_remote | node_idle))) {
-      int m2l = 0, p2p = 0, open = 0;  // see classify_coherent
+      KindCounts counts;
       for (int t = 0; t < count; ++t) {
         PairKind const kind = classify(a, node(base + t));
         kinds(c + t) = static_cast<std::uint8_t>(kind);
-        m2l += kind == pair_m2l;
-        p2p += kind == pair_p2p;
-        open += kind == pair_open;
+        counts.add(kind);
       }
-      n[pair_m2l] += m2l;
-      n[pair_p2p] += p2p;
-      n[pair_open] += open;
+      counts.add_to(n);
       return;
     }
     switch (order + 1) {
@@ -215,7 +225,7 @@ struct WalkView {
     bool const a_leaf = (a.flags & node_leaf) != 0;
     double const theta2 = theta * theta;
     double W = 0, D0 = 0, D1 = 0, D2 = 0, Qxx = 0, Qyy = 0, Qzz = 0, Qxy = 0, Qxz = 0, Qyz = 0;
-    int m2l = 0, p2p = 0, open = 0;  // counted in registers: n[kind] in memory chains each update
+    KindCounts counts;
     for (int t = 0; t < count; ++t) {
       int const b = node(base + t);
       bool const leaves = a_leaf && (flags(b) & node_leaf);
@@ -253,13 +263,9 @@ struct WalkView {
         kind = value(i) <= allowed ? pair_m2l : kind == pending_p2p ? pair_p2p : pair_open;
         kinds(i) = static_cast<std::uint8_t>(kind);
       }
-      m2l += kind == pair_m2l;
-      p2p += kind == pair_p2p;
-      open += kind == pair_open;
+      counts.add(kind);
     }
-    n[pair_m2l] += m2l;
-    n[pair_p2p] += p2p;
-    n[pair_open] += open;
+    counts.add_to(n);
   }
   KOKKOS_INLINE_FUNCTION PairKind classify(Target const& a, int b) const {
     if (a.flags & (node_remote | node_idle)) return pair_none;
