@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 namespace kfmm {
 
@@ -126,18 +127,24 @@ struct WalkView {
     for (int k = 2; k <= Q; k += 2) inv_dq *= inv_d2;
     return e * inv_dq * inv_d2;
   }
-  // The same, for the order of this walk (1 ≤ p ≤ 8, checked by run()).
-  KOKKOS_INLINE_FUNCTION double error_estimate_over_d2(Target const& a, int b, double inv_d) const {
+  // Calls f(std::integral_constant<int, p + 1>) for the order of this walk (1 ≤ p ≤ 8, checked
+  // by run()), so that what f instantiates has p + 1 as a compile-time constant.
+  template <class F>
+  KOKKOS_INLINE_FUNCTION auto with_terms(F const& f) const -> decltype(f(std::integral_constant<int, 9>{})) {
     switch (order + 1) {
-      case 2: return error_estimate_over_d2<2>(a, b, inv_d);
-      case 3: return error_estimate_over_d2<3>(a, b, inv_d);
-      case 4: return error_estimate_over_d2<4>(a, b, inv_d);
-      case 5: return error_estimate_over_d2<5>(a, b, inv_d);
-      case 6: return error_estimate_over_d2<6>(a, b, inv_d);
-      case 7: return error_estimate_over_d2<7>(a, b, inv_d);
-      case 8: return error_estimate_over_d2<8>(a, b, inv_d);
-      default: return error_estimate_over_d2<9>(a, b, inv_d);
+      case 2: return f(std::integral_constant<int, 2>{});
+      case 3: return f(std::integral_constant<int, 3>{});
+      case 4: return f(std::integral_constant<int, 4>{});
+      case 5: return f(std::integral_constant<int, 5>{});
+      case 6: return f(std::integral_constant<int, 6>{});
+      case 7: return f(std::integral_constant<int, 7>{});
+      case 8: return f(std::integral_constant<int, 8>{});
+      default: return f(std::integral_constant<int, 9>{});
     }
+  }
+  // The same, for the order of this walk.
+  KOKKOS_INLINE_FUNCTION double error_estimate_over_d2(Target const& a, int b, double inv_d) const {
+    return with_terms([&](auto terms) { return error_estimate_over_d2<decltype(terms)::value>(a, b, inv_d); });
   }
   // r = r_a + r_b. Every term is at most M_B ((r_a + r_b)/d)^(p+1) (each source moment is at most
   // M_B r_b^n; the binomial sum), so a pair under that bound passes without the estimate.
@@ -206,16 +213,9 @@ struct WalkView {
       counts.add_to(n);
       return;
     }
-    switch (order + 1) {
-      case 2: return classify_coherent<2>(a, node, base, count, c, kinds, value, n);
-      case 3: return classify_coherent<3>(a, node, base, count, c, kinds, value, n);
-      case 4: return classify_coherent<4>(a, node, base, count, c, kinds, value, n);
-      case 5: return classify_coherent<5>(a, node, base, count, c, kinds, value, n);
-      case 6: return classify_coherent<6>(a, node, base, count, c, kinds, value, n);
-      case 7: return classify_coherent<7>(a, node, base, count, c, kinds, value, n);
-      case 8: return classify_coherent<8>(a, node, base, count, c, kinds, value, n);
-      default: return classify_coherent<9>(a, node, base, count, c, kinds, value, n);
-    }
+    with_terms([&](auto terms) {
+      classify_coherent<decltype(terms)::value>(a, node, base, count, c, kinds, value, n);
+    });
   }
   // classify_candidates() under the relative criterion with coherence, at Terms = p + 1.
   template <int Terms>
