@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds kfmm's libFuzzer targets (fuzz_tests/) with clang++-14 and runs each for a while:
 #   scripts/fuzz.sh [SECONDS_PER_TARGET]      (default 60)
-# Targets: fuzz_run_file (YAML run files), fuzz_particle_file (structured GADGET-4 files),
+# Targets (run KFMM_JOBS at a time, one core each): fuzz_run_file (YAML run files), fuzz_particle_file (structured GADGET-4 files),
 # fuzz_particle_file_bytes (raw bytes as an HDF5 file), fuzz_restart (structured restart files).
 # Each must either read its input or throw kfmm::Error; any other exception, a sanitizer report,
 # a result that breaks the reader's promises, a timeout (10 s) or more than 2 GiB of memory is
@@ -65,22 +65,23 @@ rm -rf "$SEEDS"
   || { cat "$BUILD/fuzz_seeds.log"; die "fuzz_make_seeds failed"; }
 cp "$ROOT"/fuzz_tests/corpus/run_file/* "$SEEDS/run_file/"
 
-FAILED=0
-SUMMARY=()
-for target in $TARGETS; do
-  binary=$BUILD/fuzz_tests/fuzz_$target
-  [ -x "$binary" ] || die "no fuzz target $binary (KFMM_FUZZ_TARGETS='$TARGETS')"
-  mkdir -p "$CORPUS/$target" "$BUILD/fuzz_crashes/$target"
-  seeds=()
+# fuzz_one TARGET: runs one target; writes its summary line to $BUILD/fuzz_crashes/TARGET/summary
+# and exits non-zero if it found a crash outside the known libhdf5 boundary.
+fuzz_one() {
+  local target=$1
+  local binary=$BUILD/fuzz_tests/fuzz_$target
+  local summary=$BUILD/fuzz_crashes/$target/summary
+  local seeds=()
   [ -d "$SEEDS/$target" ] && seeds=("$SEEDS/$target")
   log "fuzz_$target for ${SECONDS_PER_TARGET}s"
-  run_log=$BUILD/fuzz_crashes/$target/last_run.log
+  local run_log=$BUILD/fuzz_crashes/$target/last_run.log
   # The first directory is the corpus that grows; the seed directory is only read.
-  asan=$ASAN_OPTIONS
+  local asan=$ASAN_OPTIONS
   [ "$target" = particle_file_bytes ] && asan=$ASAN_OPTIONS:allocator_may_return_null=1
   ASAN_OPTIONS=$asan "$binary" "$CORPUS/$target" "${seeds[@]}" -max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=2048 \
     -timeout=10 -artifact_prefix="$BUILD/fuzz_crashes/$target/" -print_final_stats=1 >"$run_log" 2>&1
-  status=$?
+  local status=$?
+  local stats outcomes reproducer first_frame
   stats=$(grep -E '^#[0-9]+' "$run_log" | tail -n1 | sed -E 's/^#([0-9]+)[[:space:]]+[A-Z]+[[:space:]]+(cov: [0-9]+).*/\1 runs, \2/')
   outcomes=$(grep -E '^kfmm fuzz: ' "$run_log" | tail -n1 | sed 's/^kfmm fuzz: //')
   reproducer=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$run_log" | tail -n1)
@@ -91,14 +92,45 @@ for target in $TARGETS; do
     log "fuzz_$target: crash inside libhdf5 on a malformed file (the documented boundary, docs/fuzzing.md):"
     log "  $(sed -E 's/^ *//' <<<"$first_frame")"
     log "  reproducer: ${reproducer:-none written} (log: $run_log)"
-    SUMMARY+=("fuzz_$target: libhdf5 crash (known boundary), reproducer ${reproducer:-none} ($stats)")
+    echo "fuzz_$target: libhdf5 crash (known boundary), reproducer ${reproducer:-none} ($stats)" >"$summary"
   elif [ $status -ne 0 ]; then
-    FAILED=1
     tail -n 60 "$run_log"
     log "fuzz_$target FAILED (exit $status); reproducer: ${reproducer:-none written} (log: $run_log)"
-    SUMMARY+=("fuzz_$target: FAILED, reproducer ${reproducer:-none} ($stats)")
+    echo "fuzz_$target: FAILED, reproducer ${reproducer:-none} ($stats)" >"$summary"
+    return 1
   else
-    SUMMARY+=("fuzz_$target: ok, $stats; $outcomes")
+    echo "fuzz_$target: ok, $stats; $outcomes" >"$summary"
+  fi
+}
+
+# The targets run $JOBS at a time: each libFuzzer process uses one core, and running them one
+# after the other left the others idle for the whole stage.
+for target in $TARGETS; do
+  [ -x "$BUILD/fuzz_tests/fuzz_$target" ] || die "no fuzz target $BUILD/fuzz_tests/fuzz_$target (KFMM_FUZZ_TARGETS='$TARGETS')"
+  mkdir -p "$CORPUS/$target" "$BUILD/fuzz_crashes/$target"
+  rm -f "$BUILD/fuzz_crashes/$target/summary"
+done
+FAILED=0
+running=0
+for target in $TARGETS; do
+  if [ $running -ge "$JOBS" ]; then
+    wait -n || FAILED=1
+    running=$((running - 1))
+  fi
+  fuzz_one "$target" &
+  running=$((running + 1))
+done
+while [ $running -gt 0 ]; do
+  wait -n || FAILED=1
+  running=$((running - 1))
+done
+SUMMARY=()
+for target in $TARGETS; do
+  if [ -s "$BUILD/fuzz_crashes/$target/summary" ]; then
+    SUMMARY+=("$(cat "$BUILD/fuzz_crashes/$target/summary")")
+  else
+    FAILED=1
+    SUMMARY+=("fuzz_$target: no result (its run was interrupted)")
   fi
 done
 
