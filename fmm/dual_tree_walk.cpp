@@ -1,7 +1,9 @@
 #include <kfmm/core/error.hpp>
 #include <kfmm/core/fault_injection.hpp>
+#include <kfmm/core/kernel_shape.hpp>
 #include <kfmm/core/view_growth.hpp>
 #include <kfmm/fmm/dual_tree_walk.hpp>
+#include <kfmm/fmm/multi_index.hpp>
 
 #include <kfmm/core/format.hpp>
 
@@ -113,19 +115,34 @@ struct WalkView {
     }
   }
   // The relative criterion's estimate of the M2L error per unit G (OpeningTest): the largest of
-  // the terms C(p+1, n) T_n r_a^(p+1−n) / d^(p+1), from 1/d. Q = p + 1 is a template argument so
-  // that the loops over the terms unroll (no per-term branch on the order).
+  // the terms C(p+1, n) T_n r_a^(p+1−n) / d^(p+1), over d², from 1/d² (and 1/d for odd p + 1).
+  // Q = p + 1 is a template argument so that the loops over the terms unroll (no per-term branch
+  // on the order).
   template <int Q>
-  KOKKOS_INLINE_FUNCTION double error_estimate_over_d2(Target const& a, int b, double inv_d) const {
+  KOKKOS_INLINE_FUNCTION double error_estimate_over_d2(Target const& a, int b, double inv_d2, double inv_d) const {
     double e = 0;
     for (int n = 0; n <= Q; ++n) {
       double const term = coefficient(b, n) * a.radius_power[Q - n];
       e = term > e ? term : e;
     }
-    double const inv_d2 = inv_d * inv_d;
-    double inv_dq = Q % 2 ? inv_d : 1.0;  // d^−Q
-    for (int k = 2; k <= Q; k += 2) inv_dq *= inv_d2;
-    return e * inv_dq * inv_d2;
+    return e * inverse_power<Q + 2>(inv_d2, inv_d);
+  }
+  // d^−K from 1/d² and 1/d: (1/d²)^(K/2) by squaring (a chain of K/2 products would be the
+  // longest in the estimate), times 1/d for odd K.
+  template <int K>
+  KOKKOS_INLINE_FUNCTION static double inverse_power(double inv_d2, double inv_d) {
+    if constexpr (K == 0)
+      return 1.0;
+    else if constexpr (K == 1)
+      return inv_d;
+    else if constexpr (K % 2)
+      return inv_d * inverse_power<K - 1>(inv_d2, inv_d);
+    else if constexpr (K % 4 == 0) {
+      double const half = inverse_power<K / 2>(inv_d2, inv_d);
+      return half * half;
+    } else {
+      return inv_d2 * inverse_power<K - 2>(inv_d2, inv_d);
+    }
   }
   // Calls f(std::integral_constant<int, p + 1>) for the order of this walk (1 ≤ p ≤ 8, checked
   // by run()), so that what f instantiates has p + 1 as a compile-time constant.
@@ -143,8 +160,9 @@ struct WalkView {
     }
   }
   // The same, for the order of this walk.
-  KOKKOS_INLINE_FUNCTION double error_estimate_over_d2(Target const& a, int b, double inv_d) const {
-    return with_terms([&](auto terms) { return error_estimate_over_d2<decltype(terms)::value>(a, b, inv_d); });
+  KOKKOS_INLINE_FUNCTION double error_estimate_over_d2(Target const& a, int b, double inv_d2, double inv_d) const {
+    return with_terms(
+        [&](auto terms) { return error_estimate_over_d2<decltype(terms)::value>(a, b, inv_d2, inv_d); });
   }
   // r = r_a + r_b. Every term is at most M_B ((r_a + r_b)/d)^(p+1) (each source moment is at most
   // M_B r_b^n; the binomial sum), so a pair under that bound passes without the estimate.
@@ -158,7 +176,8 @@ struct WalkView {
   KOKKOS_INLINE_FUNCTION bool error_allowed(Target const& a, int b, double d2, double r) const {
     if (!relative) return true;
     if (error_bound(b, d2, r) <= a.allowed * d2) return true;
-    return error_estimate_over_d2(a, b, 1.0 / compat::math::sqrt(d2)) <= a.allowed;
+    double const inv_d2 = 1.0 / d2;
+    return error_estimate_over_d2(a, b, inv_d2, compat::math::sqrt(inv_d2)) <= a.allowed;
   }
   // What a target's allowance is divided by: max(c, coherence_floor), where c is the coherence of
   // its candidate sources' errors: over the candidates b that pass the angle test, weighted by
@@ -203,7 +222,7 @@ struct WalkView {
   KOKKOS_INLINE_FUNCTION void classify_candidates(Target const& a, ScalarView<int> const& node, int base, int count,
                                                   int c, ScalarView<std::uint8_t> const& kinds,
                                                   ScalarView<double> const& value, int* n) const {
-    if (!relative || coherence_floor >= 1 || (a.flags & (node_remote | node_idle))) {
+    if (!coherent(a)) {
       KindCounts counts;
       for (int t = 0; t < count; ++t) {
         PairKind const kind = classify(a, node(base + t));
@@ -225,7 +244,6 @@ struct WalkView {
     bool const a_leaf = (a.flags & node_leaf) != 0;
     double const theta2 = theta * theta;
     double W = 0, D0 = 0, D1 = 0, D2 = 0, Qxx = 0, Qyy = 0, Qzz = 0, Qxy = 0, Qxz = 0, Qyz = 0;
-    KindCounts counts;
     for (int t = 0; t < count; ++t) {
       int const b = node(base + t);
       bool const leaves = a_leaf && (flags(b) & node_leaf);
@@ -234,8 +252,9 @@ struct WalkView {
       double const d2 = dx * dx + dy * dy + dz * dz;
       double const r = a.radius + radius(b);
       if (a.node != b && r * r < theta2 * d2) {
-        double const inv = 1.0 / compat::math::sqrt(d2);
-        double const weight = error_estimate_over_d2<Terms>(a, b, inv);
+        double const inv_d2 = 1.0 / d2;
+        double const inv = compat::math::sqrt(inv_d2);
+        double const weight = error_estimate_over_d2<Terms>(a, b, inv_d2, inv);
         double const ux = -(dx * inv), uy = -(dy * inv), uz = -(dz * inv);  // from a to b
         W += weight;
         D0 += weight * ux;
@@ -256,7 +275,14 @@ struct WalkView {
       kinds(c + t) = static_cast<std::uint8_t>(kind);
     }
     double const D[3] = {D0, D1, D2}, Q[6] = {Qxx, Qyy, Qzz, Qxy, Qxz, Qyz};
-    double const allowed = a.allowed / coherence(W, D, Q);
+    decide_pending(a.allowed / coherence(W, D, Q), c, count, kinds, value, n);
+  }
+  // The second loop of the coherent classification: decides the pending candidates c … c + count
+  // with the coherent allowance and adds every kind to the counts n.
+  KOKKOS_INLINE_FUNCTION static void decide_pending(double allowed, int c, int count,
+                                                    ScalarView<std::uint8_t> const& kinds,
+                                                    ScalarView<double> const& value, int* n) {
+    KindCounts counts;
     for (int i = c; i < c + count; ++i) {
       int kind = kinds(i);
       if (kind >= pending_p2p) {
@@ -266,6 +292,140 @@ struct WalkView {
       counts.add(kind);
     }
     counts.add_to(n);
+  }
+  // classify_coherent() for L target children of one group at once, a SIMD lane each (the CPU
+  // shape): they share their candidates, so each candidate's centre, radius and coefficients
+  // are loaded once and the L estimates, weights and coherence sums vectorise without gathers.
+  // Lane l is lane_target[l], child `slot[l]` of the group, whose candidates are stored from
+  // base + slot[l] · count; lanes ≥ active repeat lane 0 and are not stored. Each lane computes
+  // what classify_coherent() computes for its target, in the same order (a candidate that fails
+  // the angle test adds zero weight), so the decisions are the same.
+  template <int Terms, int L>
+  KOKKOS_INLINE_FUNCTION void classify_coherent_lanes(Target const* lane_target, int const* slot, int active,
+                                                      ScalarView<int> const& node, int base, int count,
+                                                      ScalarView<std::uint8_t> const& kinds,
+                                                      ScalarView<double> const& value, int (*n)[3]) const {
+    double ax[L], ay[L], az[L], ar[L], rp[Terms + 1][L];
+    int an[L];
+    bool aleaf[L];
+    for (int l = 0; l < L; ++l) {
+      Target const& a = lane_target[l < active ? l : 0];
+      ax[l] = a.x;
+      ay[l] = a.y;
+      az[l] = a.z;
+      ar[l] = a.radius;
+      an[l] = a.node;
+      aleaf[l] = (a.flags & node_leaf) != 0;
+      for (int k = 0; k <= Terms; ++k) rp[k][l] = a.radius_power[k];
+    }
+    double const theta2 = theta * theta;
+    double W[L] = {}, D0[L] = {}, D1[L] = {}, D2[L] = {}, Qxx[L] = {}, Qyy[L] = {}, Qzz[L] = {}, Qxy[L] = {},
+           Qxz[L] = {}, Qyz[L] = {};
+    for (int t = 0; t < count; ++t) {
+      int const b = node(base + t);
+      double const bx = centre(b, 0), by = centre(b, 1), bz = centre(b, 2), rb = radius(b);
+      bool const bleaf = (flags(b) & node_leaf) != 0;
+      double coef[Terms + 1];
+      for (int k = 0; k <= Terms; ++k) coef[k] = coefficient(b, k);
+      // Short loops over the lanes, each vectorised as it stands (KFMM_LANE_LOOP).
+      double dx[L], dy[L], dz[L], d2[L], r[L], e[L], weight[L];
+      KFMM_LANE_LOOP
+      for (int l = 0; l < L; ++l) {
+        dx[l] = ax[l] - bx;
+        dy[l] = ay[l] - by;
+        dz[l] = az[l] - bz;
+        d2[l] = dx[l] * dx[l] + dy[l] * dy[l] + dz[l] * dz[l];
+        r[l] = ar[l] + rb;
+        e[l] = 0;
+      }
+      for (int k = 0; k <= Terms; ++k) {
+        KFMM_LANE_LOOP
+        for (int l = 0; l < L; ++l) {
+          double const term = coef[k] * rp[Terms - k][l];
+          e[l] = term > e[l] ? term : e[l];
+        }
+      }
+      KFMM_LANE_LOOP
+      for (int l = 0; l < L; ++l) {
+        bool const pass = (an[l] != b) & (r[l] * r[l] < theta2 * d2[l]);
+        double const inv_d2 = 1.0 / d2[l];  // infinite for coincident centres: such a pair fails
+        double const inv = compat::math::sqrt(inv_d2);
+        double const w = pass ? e[l] * inverse_power<Terms + 2>(inv_d2, inv) : 0.0;
+        double const u = pass ? inv : 0.0;  // zero weight times a finite direction adds nothing
+        double const ux = -(dx[l] * u), uy = -(dy[l] * u), uz = -(dz[l] * u);
+        W[l] += w;
+        D0[l] += w * ux;
+        D1[l] += w * uy;
+        D2[l] += w * uz;
+        Qxx[l] += w * ux * ux;
+        Qyy[l] += w * uy * uy;
+        Qzz[l] += w * uz * uz;
+        Qxy[l] += w * ux * uy;
+        Qxz[l] += w * ux * uz;
+        Qyz[l] += w * uy * uz;
+        bool const pending = pass & ((kernel_reach == 0.0) | (d2[l] * inv - r[l] >= kernel_reach));
+        weight[l] = pending ? w : -1.0;  // < 0: not pending
+      }
+      for (int l = 0; l < active; ++l) {
+        bool const leaves = aleaf[l] && bleaf;
+        int const kind = weight[l] >= 0 ? (leaves ? pending_p2p : pending_open) : (leaves ? pair_p2p : pair_open);
+        kinds(base + slot[l] * count + t) = static_cast<std::uint8_t>(kind);
+        value(base + slot[l] * count + t) = weight[l];
+      }
+    }
+    for (int l = 0; l < active; ++l) {
+      double const D[3] = {D0[l], D1[l], D2[l]}, Q[6] = {Qxx[l], Qyy[l], Qzz[l], Qxy[l], Qxz[l], Qyz[l]};
+      decide_pending(lane_target[l].allowed / coherence(W[l], D, Q), base + slot[l] * count, count, kinds, value,
+                     n[slot[l]]);
+    }
+  }
+  // The CPU shape's count pass for group g (target A with na > 1 children, candidates from
+  // base, per_child per child): the children under the coherent relative criterion are
+  // classified together, a lane each (classify_coherent_lanes), the others one by one; writes
+  // their counts to entries and has (slots g · max_children + j). Returns false, doing nothing,
+  // where that does not apply: without the coherent relative criterion, or in the GPU shape,
+  // whose kernels never instantiate the lanes.
+  template <class ExecSpace>
+  KOKKOS_INLINE_FUNCTION bool count_group_in_lanes(int g, int A, bool first, int na, ScalarView<int> const& node,
+                                                   int base, int per_child, ScalarView<std::uint8_t> const& kinds,
+                                                   ScalarView<double> const& value, ScalarView<int> const* entries,
+                                                   ScalarView<int> const* has) const {
+    if constexpr (gpu_shaped_kernels<ExecSpace>()) {
+      return false;
+    } else {
+      if (!relative || coherence_floor >= 1) return false;
+      int n[max_children][3] = {};
+      Target lane_target[max_children];
+      int slot[max_children], active = 0;
+      for (int j = 0; j < na; ++j) {
+        Target const a = target(first ? A : child(A, j));
+        if (coherent(a)) {
+          lane_target[active] = a;
+          slot[active++] = j;
+        } else {
+          classify_candidates(a, node, base, per_child, base + j * per_child, kinds, value, n[j]);
+        }
+      }
+      if (active > 1) {
+        with_terms([&](auto terms) {
+          classify_coherent_lanes<decltype(terms)::value, max_children>(lane_target, slot, active, node, base,
+                                                                        per_child, kinds, value, n);
+        });
+      } else if (active == 1) {
+        classify_candidates(lane_target[0], node, base, per_child, base + slot[0] * per_child, kinds, value,
+                            n[slot[0]]);
+      }
+      for (int j = 0; j < max_children; ++j)
+        for (int k = 0; k < 3; ++k) {
+          entries[k](g * max_children + j) = n[j][k];
+          has[k](g * max_children + j) = n[j][k] > 0 ? 1 : 0;
+        }
+      return true;
+    }
+  }
+  // Whether classify_candidates() takes the coherent path for target a.
+  KOKKOS_INLINE_FUNCTION bool coherent(Target const& a) const {
+    return relative && coherence_floor < 1 && !(a.flags & (node_remote | node_idle));
   }
   KOKKOS_INLINE_FUNCTION PairKind classify(Target const& a, int b) const {
     if (a.flags & (node_remote | node_idle)) return pair_none;
@@ -414,6 +574,7 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
               }
             });
       }
+      bool const lanes = !gpu_shaped_kernels<ExecutionSpace>() && !use_gpu_shape<ExecutionSpace>();
       Kokkos::parallel_for(
           "kfmm::fmm::walk::count", Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, groups), KOKKOS_LAMBDA(int g) {
             int const A = target(g);
@@ -427,6 +588,10 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
               int const nb = first ? 1 : w.num_children(B);
               for (int jb = 0; jb < nb; ++jb) candidate_node(t++) = first ? B : w.child(B, jb);
             }
+            if (lanes && na > 1 &&
+                w.count_group_in_lanes<ExecutionSpace>(g, A, first, na, candidate_node, base, per_child,
+                                                        candidate_kind, candidate_value, entries, has))
+              return;
             for (int j = 0; j < max_children; ++j) {
               int n[3] = {0, 0, 0};
               if (j < na)

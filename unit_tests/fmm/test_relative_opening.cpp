@@ -5,6 +5,8 @@
 
 #include <kfmm/comm/initial_conditions.hpp>
 #include <kfmm/core/error.hpp>
+#include <kfmm/core/format.hpp>
+#include <kfmm/core/kernel_shape.hpp>
 #include <kfmm/fmm/accuracy.hpp>
 #include <kfmm/fmm/dual_tree_walk.hpp>
 #include <kfmm/fmm/expansion_pass.hpp>
@@ -18,6 +20,7 @@
 #include <cstdio>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace {
@@ -125,6 +128,44 @@ TEST_F(RelativeOpeningTest, WalkAcceptsWhatTheAllowanceAllows) {
   walk.run(space, sorted.tree, geometry, OpeningTest{0.6, 0.0, 7, allowed}, 0, m2l, p2p);
   EXPECT_GT(count_pairs(m2l), 0);
   EXPECT_GT(count_pairs(p2p), count_pairs(p2p_angle));
+}
+
+// The CPU shape classifies the children of a target node together, one per SIMD lane; the GPU
+// shape one child at a time. Both make the same decisions, to the pair and in the same order:
+// at odd and even p + 1 (1/d enters the estimate or not), with and without the spline's reach,
+// with the coherence on and the allowance where some pairs pass and some do not.
+TEST_F(RelativeOpeningTest, CpuAndGpuShapedWalksGiveTheSameLists) {
+  auto const lists = [](PairLists const& l) {
+    auto const host = [](auto const& view) { return Kokkos::create_mirror_view_and_copy(HostSpace(), view); };
+    auto const target = host(l.target), offset = host(l.offset), source = host(l.source);
+    std::vector<int> all(target.data(), target.data() + l.num_groups);
+    all.insert(all.end(), offset.data(), offset.data() + l.num_groups + 1);
+    all.insert(all.end(), source.data(), source.data() + l.num_entries);
+    all.insert(all.end(), l.segment_begin.begin(), l.segment_begin.end());
+    return all;
+  };
+  ScalarView<double> allowed("allowed", sorted.tree.num_nodes);
+  for (int order : {7, 4}) {
+    geometry.power_exponent = order + 1;
+    compute_node_geometry(space, sorted.tree, sorted.particles.pos, sorted.particles.mass,
+                          ExpansionCentre::CentreOfMass, sorted.cube, geometry);
+    for (double reach : {0.0, 0.01})
+      for (double allowance : {1e-4, 1e-6}) {
+        Kokkos::deep_copy(allowed, allowance);
+        OpeningTest const test{0.9, reach, order, allowed, 0.1};
+        PairLists m2l[2], p2p[2];
+        for (int shape = 0; shape < 2; ++shape) {
+          ScopedKernelShape const scope(shape ? KernelShape::Gpu : KernelShape::Cpu);
+          DualTreeWalk walk;
+          walk.run(space, sorted.tree, geometry, test, 0, m2l[shape], p2p[shape]);
+        }
+        std::string const where = fmt::format("p = {}, reach {}, allowance {}", order, reach, allowance);
+        EXPECT_GT(count_pairs(m2l[0]), 0) << where;
+        EXPECT_GT(count_pairs(p2p[0]), 0) << where;
+        EXPECT_EQ(lists(m2l[0]), lists(m2l[1])) << where;
+        EXPECT_EQ(lists(p2p[0]), lists(p2p[1])) << where;
+      }
+  }
 }
 
 // With the nodes' harmonic multipole powers the walk uses the sharper estimate: every pair it
