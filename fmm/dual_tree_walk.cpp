@@ -415,12 +415,16 @@ struct WalkView {
         classify_candidates(lane_target[0], node, base, per_child, base + slot[0] * per_child, kinds, value,
                             n[slot[0]]);
       }
-      for (int j = 0; j < max_children; ++j)
-        for (int k = 0; k < 3; ++k) {
-          entries[k](g * max_children + j) = n[j][k];
-          has[k](g * max_children + j) = n[j][k] > 0 ? 1 : 0;
-        }
+      for (int j = 0; j < max_children; ++j) store_counts(entries, has, g, j, n[j]);
       return true;
+    }
+  }
+  // Writes the kind counts n of slot g · max_children + j to entries and has (1 if any).
+  KOKKOS_INLINE_FUNCTION static void store_counts(ScalarView<int> const* entries, ScalarView<int> const* has, int g,
+                                                  int j, int const* n) {
+    for (int k = 0; k < 3; ++k) {
+      entries[k](g * max_children + j) = n[k];
+      has[k](g * max_children + j) = n[k] > 0 ? 1 : 0;
     }
   }
   // Whether classify_candidates() takes the coherent path for target a.
@@ -597,10 +601,7 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
               if (j < na)
                 w.classify_candidates(w.target(first ? A : w.child(A, j)), candidate_node, base, per_child,
                                       base + j * per_child, candidate_kind, candidate_value, n);
-              for (int k = 0; k < 3; ++k) {
-                entries[k](g * max_children + j) = n[k];
-                has[k](g * max_children + j) = n[k] > 0 ? 1 : 0;
-              }
+              WalkView::store_counts(entries, has, g, j, n);
             }
           });
       PairLists* next = &open_[(iteration + 1) % 2];

@@ -1,6 +1,7 @@
 // The dual-tree walk: every pair of leaves is covered exactly once (by one M2L pair of their
 // ancestors or one P2P pair), segments never repeat a target, and a second walk with the same
 // DualTreeWalk gives the same lists without growing any View.
+#include "host_pair_lists.hpp"
 #include "sorted_tree.hpp"
 
 #include <kfmm/fmm/dual_tree_walk.hpp>
@@ -15,21 +16,8 @@ namespace {
 
 using kfmm::HostSpace;
 
-struct HostLists {
-  std::vector<int> target, offset, source, segment_begin;
-};
-
-HostLists to_host(kfmm::PairLists const& lists) {
-  auto const target = Kokkos::create_mirror_view_and_copy(HostSpace(), lists.target);
-  auto const offset = Kokkos::create_mirror_view_and_copy(HostSpace(), lists.offset);
-  auto const source = Kokkos::create_mirror_view_and_copy(HostSpace(), lists.source);
-  HostLists h;
-  h.target.assign(target.data(), target.data() + lists.num_groups);
-  h.offset.assign(offset.data(), offset.data() + lists.num_groups + 1);
-  h.source.assign(source.data(), source.data() + lists.num_entries);
-  h.segment_begin = lists.segment_begin;
-  return h;
-}
+using kfmm_test::HostLists;
+using kfmm_test::to_host;
 
 class DualTreeWalkTest : public testing::Test {
  protected:
