@@ -60,6 +60,19 @@ KOKKOS_INLINE_FUNCTION float rsqrt(float x) { return 1.0f / sqrt(x); }
 KOKKOS_INLINE_FUNCTION double rsqrt(double x) { return 1.0 / sqrt(x); }
 #endif
 
+/// a·b + c rounded once where the hardware fuses it (GPUs; CPUs compiled with FMA), else a·b
+/// rounded then added. Explicit, so that code which must give the same bits in differently
+/// shaped kernels (scalar and SIMD lanes) does not depend on where the compiler contracts.
+KOKKOS_INLINE_FUNCTION double fused_multiply_add(double a, double b, double c) {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__) || defined(__SYCL_DEVICE_ONLY__)
+  return ::fma(a, b, c);
+#elif defined(__FMA__)
+  return __builtin_fma(a, b, c);
+#else
+  return a * b + c;  // no fused instruction: nothing to contract into
+#endif
+}
+
 template <class T>
 KOKKOS_INLINE_FUNCTION constexpr T min(T a, T b) { return b < a ? b : a; }
 template <class T>

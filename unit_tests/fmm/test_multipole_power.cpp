@@ -134,6 +134,39 @@ TEST_F(MultipolePower, SmoothCellsCancelLopsidedCellsDoNot) {
   expect_definition<7, double>(lopsided, 1.0, 1e-11);
 }
 
+// Eight nodes at once, one per lane (the CPU shape), give each node the bits it gets alone (the
+// GPU shape), whatever the other lanes hold: a point mass, symmetric, smooth and lopsided cells.
+template <int P, class Real>
+void expect_lanes_match_one_node() {
+  std::vector<std::vector<Particle>> cells = {{{{0.3, -0.2, 0.1}, 2.0}},
+                                              random_cell(40, {0.05, -0.02, 0.03}, 1.0, 7),
+                                              random_cell(400, {0, 0, 0}, 1.0, 11),
+                                              random_cell(400, {0.4, 0.4, 0.4}, 0.05, 12)};
+  for (unsigned seed = 20; cells.size() < 8; ++seed) cells.push_back(random_cell(10 + int(seed), {0.1, 0.2, -0.1}, 0.7, seed));
+  std::vector<std::array<Real, kfmm::ncoeff<P>>> moments(8);
+  Real const* lane[8];
+  for (int l = 0; l < 8; ++l) {
+    moments[l] = {};
+    for (auto const& p : cells[l]) kfmm::p2m<P, Real>(Real(p.m), Real(p.x[0]), Real(p.x[1]), Real(p.x[2]), moments[l].data());
+    lane[l] = moments[l].data();
+  }
+  double together[P + 1][8];
+  kfmm::harmonic_power_lanes<P, 8, Real>(lane, together);
+  for (int l = 0; l < 8; ++l) {
+    std::array<double, P + 1> alone{};
+    kfmm::harmonic_power<P, Real>(lane[l], alone.data());
+    for (int n = 0; n <= P; ++n) EXPECT_EQ(together[n][l], alone[n]) << "lane " << l << ", degree " << n << ", order " << P;
+  }
+}
+
+TEST_F(MultipolePower, LanesGiveEachNodeItsOwnPowers) {
+  expect_lanes_match_one_node<1, double>();
+  expect_lanes_match_one_node<4, float>();
+  expect_lanes_match_one_node<7, float>();
+  expect_lanes_match_one_node<7, double>();
+  expect_lanes_match_one_node<8, double>();
+}
+
 TEST_F(MultipolePower, ScaleOnlyRescalesTheUnits) {
   auto const cell = random_cell(30, {0.1, 0.0, -0.1}, 0.5, 3);
   auto const H1 = power_from_moments<5, double>(cell, 1.0);

@@ -4,6 +4,7 @@
 #include "host_pair_lists.hpp"
 #include "sorted_tree.hpp"
 
+#include <device_views.hpp>
 #include <kfmm/comm/initial_conditions.hpp>
 #include <kfmm/core/error.hpp>
 #include <kfmm/core/format.hpp>
@@ -157,6 +158,46 @@ TEST_F(RelativeOpeningTest, CpuAndGpuShapedWalksGiveTheSameLists) {
         EXPECT_TRUE(kfmm_test::to_host(m2l[0]) == kfmm_test::to_host(m2l[1])) << where;
         EXPECT_TRUE(kfmm_test::to_host(p2p[0]) == kfmm_test::to_host(p2p[1])) << where;
       }
+  }
+}
+
+// The multipole powers of every node, and of a listed subset, are the same bits in both
+// kernel shapes (the CPU shape computes eight nodes at once, one per SIMD lane), at an order
+// and a node count that leave idle lanes.
+TEST_F(RelativeOpeningTest, CpuAndGpuShapedPowersAreTheSame) {
+  for (auto precision : {Precision::Float, Precision::Double}) {
+    auto pass = make_expansion_pass(5, precision, SofteningKind::Plummer, 0.0);
+    PassParticles const particles{sorted.particles.pos, sorted.particles.mass, sorted.n, sorted.n};
+    pass->upward(space, sorted.tree, geometry, particles);
+    int const nodes = sorted.tree.num_nodes;
+    ASSERT_GT(nodes % 8, 0) << "the test wants idle lanes";
+    // Every third node, starting at node 1, for the listed variant.
+    int const listed = (nodes - 1 + 2) / 3;
+    std::vector<int> every_third(listed);
+    for (int i = 0; i < listed; ++i) every_third[i] = 1 + 3 * i;
+    auto const list = test_support::device_view(every_third, "list");
+    Kokkos::View<double**, MemorySpace> all[2], some[2];
+    for (int shape = 0; shape < 2; ++shape) {
+      ScopedKernelShape const scope(shape ? KernelShape::Gpu : KernelShape::Cpu);
+      all[shape] = Kokkos::View<double**, MemorySpace>("all", nodes, 6);
+      some[shape] = Kokkos::View<double**, MemorySpace>("some", nodes, 6);
+      Kokkos::deep_copy(some[shape], -1.0);
+      pass->multipole_powers(space, 0, nodes, all[shape]);
+      pass->multipole_powers_of(space, list, listed, some[shape]);
+    }
+    auto const host = [](auto const& view) { return Kokkos::create_mirror_view_and_copy(HostSpace(), view); };
+    auto const cpu = host(all[0]), gpu = host(all[1]), cpu_some = host(some[0]), gpu_some = host(some[1]);
+    int differing = 0, positive = 0;
+    for (int node = 0; node < nodes; ++node)
+      for (int n = 0; n <= 5; ++n) {
+        differing += cpu(node, n) != gpu(node, n);
+        differing += cpu_some(node, n) != gpu_some(node, n);
+        // The listed nodes have their powers, the others keep what was there.
+        differing += cpu_some(node, n) != (node % 3 == 1 ? cpu(node, n) : -1.0);
+        positive += cpu(node, n) > 0;
+      }
+    EXPECT_EQ(differing, 0) << to_string(precision);
+    EXPECT_GT(positive, nodes * 4) << to_string(precision);
   }
 }
 
