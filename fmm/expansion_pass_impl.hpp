@@ -163,31 +163,46 @@ class ExpansionPassImpl final : public ExpansionPass {
 
   void multipole_powers(ExecutionSpace const& space, int first, int count,
                         Kokkos::View<double**, MemorySpace> const& out) const override {
-    if constexpr (!gpu_shaped_kernels<ExecutionSpace>()) {
-      if (!use_teams()) return multipole_powers_in_lanes(space, "kfmm::fmm::multipole_powers", {}, first, count, out);
-    }
-    auto const M = multipole_;
-    Kokkos::parallel_for(
-        "kfmm::fmm::multipole_powers", Kokkos::RangePolicy<ExecutionSpace>(space, first, first + count),
-        KOKKOS_LAMBDA(int node) {
-          double H[P + 1];
-          harmonic_power<P, Real>(&M(node, 0), H);
-          for (int n = 0; n <= P; ++n) out(node, n) = H[n];
-        });
+    powers_of_nodes(space, "kfmm::fmm::multipole_powers", {}, first, count, out);
   }
 
   void multipole_powers_of(ExecutionSpace const& space, ScalarView<int> const& nodes, int count,
                            Kokkos::View<double**, MemorySpace> const& out) const override {
+    powers_of_nodes(space, "kfmm::fmm::multipole_powers_of", nodes, 0, count, out);
+  }
+
+  // The multipole powers of the nodes first … first + count − 1 (`nodes` empty) or nodes(0 …
+  // count − 1): L nodes per thread, one per SIMD lane in the CPU shape (L = 8), one thread per
+  // node in the GPU shape (L = 1); the same bits either way (harmonic_power_lanes). Idle lanes
+  // repeat the block's first node and are not stored. Public only because nvcc forbids extended
+  // lambdas in private member functions.
+  void powers_of_nodes(ExecutionSpace const& space, char const* label, ScalarView<int> const& nodes, int first,
+                       int count, Kokkos::View<double**, MemorySpace> const& out) const {
     if constexpr (!gpu_shaped_kernels<ExecutionSpace>()) {
-      if (!use_teams()) return multipole_powers_in_lanes(space, "kfmm::fmm::multipole_powers_of", nodes, 0, count, out);
+      if (!use_teams()) return powers_in_blocks<8>(space, label, nodes, first, count, out);
     }
+    powers_in_blocks<1>(space, label, nodes, first, count, out);
+  }
+  template <int L>
+  void powers_in_blocks(ExecutionSpace const& space, char const* label, ScalarView<int> const& nodes, int first,
+                        int count, Kokkos::View<double**, MemorySpace> const& out) const {
     auto const M = multipole_;
+    bool const listed = nodes.extent(0) > 0;
     Kokkos::parallel_for(
-        "kfmm::fmm::multipole_powers_of", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count), KOKKOS_LAMBDA(int i) {
-          int const node = nodes(i);
-          double H[P + 1];
-          harmonic_power<P, Real>(&M(node, 0), H);
-          for (int n = 0; n <= P; ++n) out(node, n) = H[n];
+        label, Kokkos::RangePolicy<ExecutionSpace>(space, 0, (count + L - 1) / L), KOKKOS_LAMBDA(int block) {
+          int const begin = block * L;
+          int const active = count - begin < L ? count - begin : L;
+          int node[L];
+          Real const* lane[L];
+          for (int l = 0; l < L; ++l) {
+            int const i = begin + (l < active ? l : 0);
+            node[l] = listed ? nodes(i) : first + i;
+            lane[l] = &M(node[l], 0);
+          }
+          double H[P + 1][L];
+          harmonic_power_lanes<P, L, Real>(lane, H);
+          for (int l = 0; l < active; ++l)
+            for (int n = 0; n <= P; ++n) out(node[l], n) = H[n][l];
         });
   }
 
@@ -224,32 +239,6 @@ class ExpansionPassImpl final : public ExpansionPass {
   // The CPU shape of the kernels (one thread per node, SIMD lanes). Public only because nvcc
   // forbids extended lambdas in private member functions; compiled only where the CPU shape is
   // in use (never for GPU backends).
-  // multipole_powers() (nodes empty: first … first + count − 1) and multipole_powers_of() (the
-  // nodes(0 … count − 1)) with one node per SIMD lane; idle lanes repeat the block's first node
-  // and are not stored.
-  void multipole_powers_in_lanes(ExecutionSpace const& space, char const* label, ScalarView<int> const& nodes,
-                                 int first, int count, Kokkos::View<double**, MemorySpace> const& out) const {
-    constexpr int L = 8;
-    auto const M = multipole_;
-    bool const listed = nodes.extent(0) > 0;
-    Kokkos::parallel_for(
-        label, Kokkos::RangePolicy<ExecutionSpace>(space, 0, (count + L - 1) / L), KOKKOS_LAMBDA(int block) {
-          int const begin = block * L;
-          int const active = count - begin < L ? count - begin : L;
-          int node[L];
-          Real const* lane[L];
-          for (int l = 0; l < L; ++l) {
-            int const i = begin + (l < active ? l : 0);
-            node[l] = listed ? nodes(i) : first + i;
-            lane[l] = &M(node[l], 0);
-          }
-          double H[P + 1][L];
-          harmonic_power_lanes<P, L, Real>(lane, H);
-          for (int l = 0; l < active; ++l)
-            for (int n = 0; n <= P; ++n) out(node[l], n) = H[n][l];
-        });
-  }
-
   void translate_m2l(ExecutionSpace const& space, NodeGeometry const& geometry, PairLists const& lists) {
     auto const M = multipole_;
     auto L = local_;
