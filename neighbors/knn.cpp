@@ -2,6 +2,7 @@
 #include <kfmm/comm/exchange_plan.hpp>
 #include <kfmm/core/error.hpp>
 #include <kfmm/core/hilbert.hpp>
+#include <kfmm/core/huge_pages.hpp>
 #include <kfmm/neighbors/ghost_import.hpp>
 #include <kfmm/neighbors/knn.hpp>
 #include <kfmm/neighbors/point_tree.hpp>
@@ -15,12 +16,13 @@ namespace kfmm {
 
 namespace detail {
 
-/// Candidate lists of the queries (in sorted query order): squared distances, ids, how many.
+/// Candidate lists of the queries, one row per query in the caller's (local) order, so that they
+/// are the answer once the squared distances become distances: nearest first, ties by id; a
+/// slot not filled yet holds distance² DBL_MAX and id 2^64 − 1.
 struct KNNLists {
   Kokkos::View<double**, Kokkos::LayoutRight, MemorySpace> d2;
   Kokkos::View<std::uint64_t**, Kokkos::LayoutRight, MemorySpace> id;
   Kokkos::View<double**, Kokkos::LayoutRight, MemorySpace> mass;  ///< (nq, k), or empty: not carried
-  ScalarView<int> count;
 };
 
 /// What a walk searches: a tree over particles and their ids in the tree's sorted order.
@@ -37,6 +39,28 @@ struct KNNGeometry {
 
 inline constexpr int knn_stack_size = 192;  // ≥ 7 pending children per level × 22 levels + 1
 inline constexpr int knn_chunk = 16;        // source points whose distances a query computes at once
+inline constexpr int knn_batch = 16;        // source leaves a query scans per load and store of its list
+inline constexpr int knn_group = 64;        // queries that walk together (their lists in team scratch)
+inline constexpr std::size_t knn_fast_scratch_bytes = 24 << 10;  // lists up to this in scratch level 0
+static_assert(knn_chunk <= 32, "a chunk's candidates are a 32-bit mask");
+
+/// Every slot of every list empty.
+void clear_lists(ExecutionSpace const& space, KNNLists const& lists, int k) {
+  auto const d2 = lists.d2;
+  auto const id = lists.id;
+  auto const mass = lists.mass;
+  bool const carry_mass = mass.extent(0) > 0;
+  Kokkos::parallel_for(
+      "kfmm::neighbors::clear_lists", Kokkos::RangePolicy<ExecutionSpace>(space, 0, d2.extent(0)),
+      KOKKOS_LAMBDA(std::size_t row) {
+        for (int j = 0; j < k; ++j) {
+          d2(row, j) = DBL_MAX;
+          id(row, j) = ~std::uint64_t(0);
+          if (carry_mass) mass(row, j) = 0;
+        }
+      });
+  space.fence();
+}
 
 /// Gap between the intervals [a, b] and [c, d] along an axis, minimum image when `length` > 0.
 KOKKOS_INLINE_FUNCTION double intervals_gap(double a, double b, double c, double d, double length) {
@@ -50,61 +74,162 @@ KOKKOS_INLINE_FUNCTION double intervals_gap(double a, double b, double c, double
   return g;
 }
 
-/// Leaf nodes of a tree, in node order.
-ScalarView<int> leaf_nodes(ExecutionSpace const& space, Tree<> const& tree) {
+/// Groups of queries that walk together: each leaf of the query tree, cut into runs of at most
+/// knn_group queries (oversized leaves of coincident points, leaves larger than knn_group);
+/// row g = (leaf node, first query, end of queries), in node order.
+using QueryGroups = Kokkos::View<int* [3], Kokkos::LayoutRight, MemorySpace>;
+QueryGroups query_groups(ExecutionSpace const& space, Tree<> const& tree) {
   int const nodes = tree.num_nodes;
-  ScalarView<std::size_t> slot("kfmm::neighbors::leaf_slots", nodes + 1);
+  ScalarView<std::size_t> slot("kfmm::neighbors::group_slots", nodes + 1);
   Kokkos::parallel_for(
-      "kfmm::neighbors::mark_leaves", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nodes),
-      KOKKOS_LAMBDA(int node) { slot(node) = tree.child_begin(node) == tree.child_end(node) ? 1 : 0; });
-  std::size_t const leaves = exclusive_scan_in_place(space, slot, nodes + 1);
-  ScalarView<int> result(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::neighbors::leaves"), leaves);
+      "kfmm::neighbors::count_groups", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nodes), KOKKOS_LAMBDA(int node) {
+        int const size = tree.particle_end(node) - tree.particle_begin(node);
+        bool const leaf = tree.child_begin(node) == tree.child_end(node);
+        slot(node) = leaf && size > 0 ? (size + knn_group - 1) / knn_group : 0;
+      });
+  std::size_t const groups = exclusive_scan_in_place(space, slot, nodes + 1);
+  QueryGroups result(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::neighbors::query_groups"), groups);
   Kokkos::parallel_for(
-      "kfmm::neighbors::list_leaves", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nodes), KOKKOS_LAMBDA(int node) {
-        if (tree.child_begin(node) == tree.child_end(node)) result(slot(node)) = node;
+      "kfmm::neighbors::list_groups", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nodes), KOKKOS_LAMBDA(int node) {
+        int const end = tree.particle_end(node);
+        std::size_t g = slot(node);
+        for (int b = tree.particle_begin(node); g < slot(node + 1); ++g, b += knn_group) {
+          result(g, 0) = node;
+          result(g, 1) = b;
+          result(g, 2) = end - b < knn_group ? end : b + knn_group;
+        }
       });
   space.fence();
   return result;
 }
 
-/// \brief Leaf by leaf: the queries of one leaf of `query_tree` (a team; its threads take
-/// queries) walk `source` together, nearest node to the leaf's box first, pruning nodes
-/// farther than the largest k-th candidate distance of the leaf's queries; at a source leaf
-/// each query scans it unless its own k-th candidate is nearer than the leaf box. Equal
-/// distances are not pruned: a smaller id may win. Lists live in `lists` (global memory), so
-/// `resume` continues from them; `skip_same_index` leaves out source point i for query i
-/// (self-query on one tree).
+/// Asks the cache for the line at `p`, to be written (CPUs; a no-op on GPUs).
+KOKKOS_INLINE_FUNCTION void prefetch_for_write(void const* p) {
+#if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_prefetch(p, 1, 2);
+#else
+  (void)p;
+#endif
+}
+
+/// Position of the lowest set bit of a nonzero mask.
+KOKKOS_INLINE_FUNCTION int lowest_set_bit(unsigned mask) {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+  return __ffs(mask) - 1;
+#elif defined(__GNUC__) || defined(__clang__)
+  return __builtin_ctz(mask);
+#else
+  int b = 0;
+  while (!(mask & 1u)) {
+    mask >>= 1;
+    ++b;
+  }
+  return b;
+#endif
+}
+
+/// \brief One query's list of its K best candidates, sorted by (distance², id), in per-thread
+/// arrays while a batch of source leaves is scanned. Every slot is kept (empty ones hold
+/// DBL_MAX and the largest id, which lose to any candidate), so the list stays sorted in all
+/// K slots and the k-th is the bound.
+template <int K>
+struct KNNList {
+  double d2[K];
+  std::uint64_t id[K];
+  double mass[K];
+
+  /// Inserts a candidate that beats the k-th entry. Small lists: the slot is counted and the
+  /// shift done as selections over all K slots (no data-dependent branch, so no misprediction
+  /// per insertion; registers can hold the list). Large lists: a shift from the end.
+  KOKKOS_INLINE_FUNCTION void insert(double d, std::uint64_t i, double m, int k, bool carry_mass) {
+    if constexpr (K <= 16) {
+      (void)k;
+      int at = 0;
+      for (int j = 0; j < K; ++j) at += d2[j] < d || (d2[j] == d && id[j] < i) ? 1 : 0;
+      for (int j = K - 1; j > 0; --j) {
+        d2[j] = j > at ? d2[j - 1] : j == at ? d : d2[j];
+        id[j] = j > at ? id[j - 1] : j == at ? i : id[j];
+      }
+      d2[0] = at == 0 ? d : d2[0];
+      id[0] = at == 0 ? i : id[0];
+      if (carry_mass) {
+        for (int j = K - 1; j > 0; --j) mass[j] = j > at ? mass[j - 1] : j == at ? m : mass[j];
+        mass[0] = at == 0 ? m : mass[0];
+      }
+    } else {
+      int j = k - 1;
+      while (j > 0 && (d2[j - 1] > d || (d2[j - 1] == d && id[j - 1] > i))) {
+        d2[j] = d2[j - 1];
+        id[j] = id[j - 1];
+        mass[j] = mass[j - 1];
+        --j;
+      }
+      d2[j] = d;
+      id[j] = i;
+      mass[j] = m;
+    }
+  }
+};
+
+/// \brief Group by group: the queries of a group (a leaf of `query_tree` or a run of it; a
+/// team, its threads take queries) walk `source` together, nearest node to the leaf's box
+/// first, pruning nodes farther than the largest k-th candidate distance of the group's
+/// queries. Their lists live in team scratch meanwhile and go to their rows once, at the end.
+/// The source leaves that pass are collected in batches of knn_batch (their boxes in team
+/// scratch); each query then takes a batch with its list in per-thread arrays: the gaps to the
+/// batch's boxes in one pass, then each leaf unless its own k-th candidate is nearer than the
+/// box; the walk goes on with the new bound. Equal distances are
+/// not pruned: a smaller id may win. Without `resume` the lists start empty (else they continue
+/// from the rows, e.g. after another tree); `skip_same_index` leaves out source point i for
+/// query i (self-query on one tree).
 template <int K>
 void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree const& query_tree,
-              ScalarView<int> const& query_leaves, int k, bool skip_same_index, KNNGeometry const& geometry,
+              QueryGroups const& groups, int k, bool skip_same_index, KNNGeometry const& geometry,
               KNNLists const& lists, bool resume) {
   using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
   using Member = Policy::member_type;
+  using Scratch = Kokkos::View<double**, Kokkos::LayoutRight, ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+  using IdScratch =
+      Kokkos::View<std::uint64_t**, Kokkos::LayoutRight, ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
   auto const tree = source.tree.tree;
   auto const pos = source.tree.pos, lo = source.tree.lo, hi = source.tree.hi;
   auto const ids = source.id;
   int const n = source.tree.n;
   auto const qtree = query_tree.tree;
   auto const qpos = query_tree.pos, qlo = query_tree.lo, qhi = query_tree.hi;
+  auto const row_of = query_tree.order;
   auto const d2_list = lists.d2;
   auto const id_list = lists.id;
   auto const mass_list = lists.mass;
   auto const masses = source.mass;
   bool const carry_mass = lists.mass.extent(0) > 0;
-  auto const count_list = lists.count;
   bool const periodic = geometry.periodic;
   auto const length = geometry.length;
-  int const leaves = static_cast<int>(query_leaves.extent(0));
-  if (!resume) {
-    Kokkos::deep_copy(space, count_list, 0);
+  int const num_groups = static_cast<int>(groups.extent(0));
+  if (n == 0 || num_groups == 0) {
+    if (!resume) clear_lists(space, lists, k);
+    return;
   }
-  if (n == 0 || leaves == 0) return;
+  // The group's lists in the fast scratch level when they are small (GPU shared memory), else
+  // in the large one.
+  int const mass_rows = carry_mass ? knn_group : 0;
+  std::size_t const list_bytes = Scratch::shmem_size(knn_group, K) + IdScratch::shmem_size(knn_group, K) +
+                                 Scratch::shmem_size(mass_rows, K);
+  int const list_level = list_bytes <= knn_fast_scratch_bytes ? 0 : 1;
+  std::size_t const box_bytes = Scratch::shmem_size(6, knn_batch);
+  Policy policy(space, num_groups, Kokkos::AUTO);
+  policy.set_scratch_size(0, Kokkos::PerTeam(box_bytes + (list_level == 0 ? list_bytes : 0)));
+  if (list_level == 1) policy.set_scratch_size(1, Kokkos::PerTeam(list_bytes));
   Kokkos::parallel_for(
-      "kfmm::neighbors::knn_walk", Policy(space, leaves, Kokkos::AUTO), KOKKOS_LAMBDA(Member const& team) {
-        int const group = query_leaves(team.league_rank());
-        int const qb = qtree.particle_begin(group), qe = qtree.particle_end(group);
+      "kfmm::neighbors::knn_walk", policy, KOKKOS_LAMBDA(Member const& team) {
+        int const group = groups(team.league_rank(), 0);
+        int const qb = groups(team.league_rank(), 1), qe = groups(team.league_rank(), 2);
         double const glo[3] = {qlo(group, 0), qlo(group, 1), qlo(group, 2)};
         double const ghi[3] = {qhi(group, 0), qhi(group, 1), qhi(group, 2)};
+        Scratch const box(team.team_scratch(0), 6, knn_batch);  // lo x, y, z, hi x, y, z per leaf
+        Scratch const list_d2(team.team_scratch(list_level), knn_group, K);
+        IdScratch const list_id(team.team_scratch(list_level), knn_group, K);
+        Scratch const list_mass(team.team_scratch(list_level), mass_rows, K);
         auto const group_gap2 = [&](int node) {
           double g2 = 0;
           for (int a = 0; a < 3; ++a) {
@@ -113,12 +238,24 @@ void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree co
           }
           return g2;
         };
-        // Every thread of the team runs the same walk (same decisions); queries are split at leaves.
+        // Every thread of the team runs the same walk (same decisions); queries are split at batches.
         double bound = 0;
         Kokkos::parallel_reduce(
             Kokkos::TeamThreadRange(team, qb, qe),
             [&](int q, double& m) {
-              double const b = count_list(q) < k ? DBL_MAX : d2_list(q, k - 1);
+              int const slot = q - qb;
+              std::size_t const row = row_of(q);
+              // The rows are written at the end of the walk, in the caller's order (scattered):
+              // asking for them now hides the cache and TLB misses behind the walk.
+              prefetch_for_write(&d2_list(row, 0));
+              prefetch_for_write(&id_list(row, 0));
+              for (int j = 0; j < K; ++j) {
+                bool const kept = resume && j < k;
+                list_d2(slot, j) = kept ? d2_list(row, j) : DBL_MAX;
+                list_id(slot, j) = kept ? id_list(row, j) : ~std::uint64_t(0);
+                if (carry_mass) list_mass(slot, j) = kept ? mass_list(row, j) : 0.0;
+              }
+              double const b = list_d2(slot, k - 1);
               m = b > m ? b : m;
             },
             Kokkos::Max<double>(bound));
@@ -130,40 +267,81 @@ void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree co
         stack_node[0] = 0;
         stack_gap[0] = group_gap2(0);
         int top = 1;
-        while (top > 0) {
-          --top;
-          int const node = stack_node[top];
-          if (stack_gap[top] > bound * slack) continue;
-          int const cb = tree.child_begin(node), ce = tree.child_end(node);
-          if (cb == ce) {
-            double const nlo[3] = {lo(node, 0), lo(node, 1), lo(node, 2)};
-            double const nhi[3] = {hi(node, 0), hi(node, 1), hi(node, 2)};
-            int const pb = tree.particle_begin(node), pe = tree.particle_end(node);
-            double new_bound = 0;
-            Kokkos::parallel_reduce(
-                Kokkos::TeamThreadRange(team, qb, qe),
-                [&](int q, double& m) {
-                  double const x[3] = {qpos(q, 0), qpos(q, 1), qpos(q, 2)};
-                  int count = count_list(q);
-                  double worst = count < k ? DBL_MAX : d2_list(q, k - 1);
+        int batch[knn_batch];
+        int batched = 0;
+        while (top > 0 || batched > 0) {
+          if (top > 0) {
+            --top;
+            int const node = stack_node[top];
+            if (!(stack_gap[top] > bound * slack)) {
+              int const cb = tree.child_begin(node), ce = tree.child_end(node);
+              if (cb == ce) {
+                batch[batched++] = node;
+              } else {
+                // Children within the bound, pushed farthest first so that the nearest pops first.
+                int child[8];
+                double gap[8];
+                int m = 0;
+                for (int c = cb; c < ce && m < 8; ++c) {
+                  int const node_c = tree.child_index(c);
+                  double const g = group_gap2(node_c);
+                  if (g > bound * slack) continue;
+                  int j = m++;
+                  while (j > 0 && gap[j - 1] < g) {
+                    gap[j] = gap[j - 1];
+                    child[j] = child[j - 1];
+                    --j;
+                  }
+                  gap[j] = g;
+                  child[j] = node_c;
+                }
+                for (int j = 0; j < m && top < knn_stack_size; ++j) {
+                  stack_node[top] = child[j];
+                  stack_gap[top] = gap[j];
+                  ++top;
+                }
+              }
+            }
+            if (batched < knn_batch && top > 0) continue;
+          }
+          if (batched == 0) continue;
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, batched), [&](int b) {
+            for (int a = 0; a < 3; ++a) {
+              box(a, b) = lo(batch[b], a);
+              box(3 + a, b) = hi(batch[b], a);
+            }
+          });
+          team.team_barrier();
+          double new_bound = 0;
+          Kokkos::parallel_reduce(
+              Kokkos::TeamThreadRange(team, qb, qe),
+              [&](int q, double& m) {
+                int const slot = q - qb;
+                double const x[3] = {qpos(q, 0), qpos(q, 1), qpos(q, 2)};
+                KNNList<K> list;
+                for (int j = 0; j < K; ++j) {
+                  list.d2[j] = list_d2(slot, j);
+                  list.id[j] = list_id(slot, j);
+                  list.mass[j] = carry_mass ? list_mass(slot, j) : 0.0;
+                }
+                bool changed = false;
+                double worst = list.d2[k - 1];
+                double gap2[knn_batch];
+                for (int b = 0; b < batched; ++b) {
                   double g2 = 0;
                   for (int a = 0; a < 3; ++a) {
-                    double const g = interval_gap(x[a], nlo[a], nhi[a], periodic ? length[a] : 0.0);
+                    double const g = interval_gap(x[a], box(a, b), box(3 + a, b), periodic ? length[a] : 0.0);
                     g2 += g * g;
                   }
-                  if (g2 <= worst * slack) {
-                    // The list in local arrays while the leaf is scanned (no aliasing with the
-                    // source Views, so the compiler keeps it close).
-                    double best_d2[K];
-                    std::uint64_t best_id[K];
-                    double best_mass[K];
-                    for (int j = 0; j < count; ++j) {
-                      best_d2[j] = d2_list(q, j);
-                      best_id[j] = id_list(q, j);
-                      if (carry_mass) best_mass[j] = mass_list(q, j);
-                    }
-                    for (int c0 = pb; c0 < pe; c0 += knn_chunk) {
-                    // Distances of a chunk first (a loop that vectorises), then the few insertions.
+                  gap2[b] = g2;
+                }
+                for (int b = 0; b < batched; ++b) {
+                  if (gap2[b] > worst * slack) continue;
+                  int const node = batch[b];
+                  int const pb = tree.particle_begin(node), pe = tree.particle_end(node);
+                  for (int c0 = pb; c0 < pe; c0 += knn_chunk) {
+                    // Distances of a chunk and the mask of those that can enter the list (loops
+                    // that vectorise), then the few insertions, bit by bit.
                     int const c1 = pe - c0 < knn_chunk ? pe : c0 + knn_chunk;
                     double chunk[knn_chunk];
                     for (int i = c0; i < c1; ++i) {
@@ -173,82 +351,67 @@ void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree co
                         double const g = periodic ? minimum_image_gap(dx, length[a]) : dx;
                         d2 += g * g;
                       }
-                      chunk[i - c0] = d2;
+                      // Far beyond the range of doubles counts as DBL_MAX, the empty slots' value,
+                      // so that such a point still beats an empty slot (by its id).
+                      chunk[i - c0] = d2 < DBL_MAX ? d2 : DBL_MAX;
                     }
-                    for (int i = c0; i < c1; ++i) {
-                      double const d2 = chunk[i - c0];
+                    unsigned hits = 0;
+                    for (int i = 0; i < c1 - c0; ++i) hits |= (chunk[i] <= worst ? 1u : 0u) << i;
+                    while (hits != 0) {
+                      int const t = lowest_set_bit(hits);
+                      hits &= hits - 1;
+                      int const i = c0 + t;
+                      double const d2 = chunk[t];
                       if (d2 > worst || (skip_same_index && i == q)) continue;
                       std::uint64_t const id = ids(i);
-                      if (count == k && d2 == worst && id >= best_id[k - 1]) continue;
-                      int j = count < k ? count : k - 1;
-                      while (j > 0 && (best_d2[j - 1] > d2 || (best_d2[j - 1] == d2 && best_id[j - 1] > id))) {
-                        best_d2[j] = best_d2[j - 1];
-                        best_id[j] = best_id[j - 1];
-                        if (carry_mass) best_mass[j] = best_mass[j - 1];
-                        --j;
-                      }
-                      best_d2[j] = d2;
-                      best_id[j] = id;
-                      if (carry_mass) best_mass[j] = masses(i);
-                      if (count < k) ++count;
-                      if (count == k) worst = best_d2[k - 1];
+                      if (d2 == worst && id >= list.id[k - 1]) continue;
+                      list.insert(d2, id, carry_mass ? masses(i) : 0.0, k, carry_mass);
+                      worst = list.d2[k - 1];
+                      changed = true;
                     }
-                    }
-                    for (int j = 0; j < count; ++j) {
-                      d2_list(q, j) = best_d2[j];
-                      id_list(q, j) = best_id[j];
-                      if (carry_mass) mass_list(q, j) = best_mass[j];
-                    }
-                    count_list(q) = count;
                   }
-                  m = worst > m ? worst : m;
-                },
-                Kokkos::Max<double>(new_bound));
-            bound = new_bound;
-          } else {
-            // Children within the bound, pushed farthest first so that the nearest pops first.
-            int child[8];
-            double gap[8];
-            int m = 0;
-            for (int c = cb; c < ce && m < 8; ++c) {
-              int const node_c = tree.child_index(c);
-              double const g = group_gap2(node_c);
-              if (g > bound * slack) continue;
-              int j = m++;
-              while (j > 0 && gap[j - 1] < g) {
-                gap[j] = gap[j - 1];
-                child[j] = child[j - 1];
-                --j;
-              }
-              gap[j] = g;
-              child[j] = node_c;
-            }
-            for (int j = 0; j < m && top < knn_stack_size; ++j) {
-              stack_node[top] = child[j];
-              stack_gap[top] = gap[j];
-              ++top;
-            }
-          }
+                }
+                if (changed)
+                  for (int j = 0; j < K; ++j) {
+                    list_d2(slot, j) = list.d2[j];
+                    list_id(slot, j) = list.id[j];
+                    if (carry_mass) list_mass(slot, j) = list.mass[j];
+                  }
+                m = worst > m ? worst : m;
+              },
+              Kokkos::Max<double>(new_bound));
+          team.team_barrier();  // the next batch overwrites the boxes
+          bound = new_bound;
+          batched = 0;
         }
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, qb, qe), [&](int q) {
+          int const slot = q - qb;
+          std::size_t const row = row_of(q);
+          for (int j = 0; j < k; ++j) {
+            d2_list(row, j) = list_d2(slot, j);
+            id_list(row, j) = list_id(slot, j);
+            if (carry_mass) mass_list(row, j) = list_mass(slot, j);
+          }
+        });
       });
   space.fence();
 }
 
 /// knn_walk with the smallest list capacity K of 8, 16, 32, 64, 128 that holds k.
 void knn_walk_any(ExecutionSpace const& space, KNNSource const& source, PointTree const& query_tree,
-                  ScalarView<int> const& query_leaves, int k, bool skip_same_index, KNNGeometry const& geometry,
+                  QueryGroups const& groups, int k, bool skip_same_index, KNNGeometry const& geometry,
                   KNNLists const& lists, bool resume) {
-  if (k <= 8) return knn_walk<8>(space, source, query_tree, query_leaves, k, skip_same_index, geometry, lists, resume);
-  if (k <= 16) return knn_walk<16>(space, source, query_tree, query_leaves, k, skip_same_index, geometry, lists, resume);
-  if (k <= 32) return knn_walk<32>(space, source, query_tree, query_leaves, k, skip_same_index, geometry, lists, resume);
-  if (k <= 64) return knn_walk<64>(space, source, query_tree, query_leaves, k, skip_same_index, geometry, lists, resume);
-  knn_walk<max_knn_k>(space, source, query_tree, query_leaves, k, skip_same_index, geometry, lists, resume);
+  if (k <= 8) return knn_walk<8>(space, source, query_tree, groups, k, skip_same_index, geometry, lists, resume);
+  if (k <= 16) return knn_walk<16>(space, source, query_tree, groups, k, skip_same_index, geometry, lists, resume);
+  if (k <= 32) return knn_walk<32>(space, source, query_tree, groups, k, skip_same_index, geometry, lists, resume);
+  if (k <= 64) return knn_walk<64>(space, source, query_tree, groups, k, skip_same_index, geometry, lists, resume);
+  knn_walk<max_knn_k>(space, source, query_tree, groups, k, skip_same_index, geometry, lists, resume);
 }
 
 /// Values of the tree's points (ids, masses) in its sorted order.
 template <class T>
 ScalarView<T> sorted_values(ExecutionSpace const& space, PointTree const& tree, ScalarView<T> const& values) {
-  ScalarView<T> sorted(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::neighbors::sorted_values"), tree.n);
+  auto const sorted = allocate_large<ScalarView<T>>("kfmm::neighbors::sorted_values", tree.n);
   auto const order = tree.order;
   Kokkos::parallel_for(
       "kfmm::neighbors::sorted_values", Kokkos::RangePolicy<ExecutionSpace>(space, 0, tree.n),
@@ -333,16 +496,17 @@ Kokkos::View<QueryBox*, MemorySpace> leaf_query_boxes(ExecutionSpace const& spac
                                              leaves);
   auto const lo = queries.lo, hi = queries.hi;
   auto const d2 = lists.d2;
-  auto const count = lists.count;
+  auto const row_of = queries.order;
   double const infinite = std::numeric_limits<double>::infinity();
   Kokkos::parallel_for(
       "kfmm::neighbors::leaf_boxes", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nodes), KOKKOS_LAMBDA(int node) {
         if (tree.child_begin(node) != tree.child_end(node)) return;
         double largest = 0;
         for (int q = tree.particle_begin(node); q < tree.particle_end(node); ++q) {
-          double const r2 = count(q) < k ? infinite : d2(q, k - 1);
+          double const r2 = d2(row_of(q), k - 1);
           largest = r2 > largest ? r2 : largest;
         }
+        largest = largest < DBL_MAX ? largest : infinite;  // a list not full yet
         QueryBox b;
         for (int a = 0; a < 3; ++a) {
           b.lo[a] = lo(node, a);
@@ -355,31 +519,19 @@ Kokkos::View<QueryBox*, MemorySpace> leaf_query_boxes(ExecutionSpace const& spac
   return boxes;
 }
 
-/// The lists in the caller's query order (local rows `order`), distances rather than squares.
-KNNResult unsorted_result(ExecutionSpace const& space, KNNLists const& lists, ScalarView<std::uint32_t> const& order,
-                          int nq, int k) {
-  KNNResult r;
-  r.num = nq;
-  r.distance = decltype(r.distance)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::knn::distance"), nq, k);
-  r.id = decltype(r.id)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::knn::id"), nq, k);
-  bool const carry_mass = lists.mass.extent(0) > 0;
-  if (carry_mass) r.mass = decltype(r.mass)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::knn::mass"), nq, k);
-  auto const distance = r.distance;
-  auto const id = r.id;
-  auto const mass = r.mass;
-  auto const d2 = lists.d2;
-  auto const ids = lists.id;
-  auto const masses = lists.mass;
+/// The lists as the answer: distances rather than their squares, in place.
+KNNResult finish_lists(ExecutionSpace const& space, KNNLists const& lists, std::size_t nq, int k) {
+  auto const d = lists.d2;
   Kokkos::parallel_for(
-      "kfmm::neighbors::knn_result", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nq), KOKKOS_LAMBDA(int q) {
-        std::size_t const row = order(q);
-        for (int j = 0; j < k; ++j) {
-          distance(row, j) = compat::math::sqrt(d2(q, j));
-          id(row, j) = ids(q, j);
-          if (carry_mass) mass(row, j) = masses(q, j);
-        }
+      "kfmm::neighbors::knn_distances", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nq), KOKKOS_LAMBDA(std::size_t row) {
+        for (int j = 0; j < k; ++j) d(row, j) = compat::math::sqrt(d(row, j));
       });
   space.fence();
+  KNNResult r;
+  r.num = nq;
+  r.distance = lists.d2;
+  r.id = lists.id;
+  r.mass = lists.mass;
   return r;
 }
 
@@ -499,13 +651,11 @@ KNNResult knn_impl(ExecutionSpace const& space, Context const& context, Particle
   local.id = sorted_values(space, local.tree, work.id);
   if (options.neighbour_masses) local.mass = sorted_values(space, local.tree, work.mass);
   KNNLists lists;
-  lists.d2 = decltype(lists.d2)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::knn::d2"), nq, k);
-  lists.id = decltype(lists.id)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::knn::ids"), nq, k);
-  lists.count = ScalarView<int>("kfmm::knn::count", nq);
-  if (options.neighbour_masses)
-    lists.mass = decltype(lists.mass)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::knn::masses"), nq, k);
-  auto const query_leaves = leaf_nodes(space, query_tree.tree);
-  knn_walk_any(space, local, query_tree, query_leaves, k, exclude, geometry, lists, false);
+  lists.d2 = allocate_large<decltype(lists.d2)>("kfmm::knn::distance", nq, k);
+  lists.id = allocate_large<decltype(lists.id)>("kfmm::knn::id", nq, k);
+  if (options.neighbour_masses) lists.mass = allocate_large<decltype(lists.mass)>("kfmm::knn::mass", nq, k);
+  auto const groups = query_groups(space, query_tree.tree);
+  knn_walk_any(space, local, query_tree, groups, k, exclude, geometry, lists, false);
 
   // Particles of other ranks within each query leaf's k-th distance, then the walk goes on.
   if (context.size() > 1) {
@@ -518,10 +668,10 @@ KNNResult knn_impl(ExecutionSpace const& space, Context const& context, Particle
     collectively(context, [&] { remote.tree = build_point_tree(space, ghosts.pos, ghosts.num, options.leaf_size); });
     remote.id = sorted_values(space, remote.tree, ghosts.id);
     if (options.neighbour_masses) remote.mass = sorted_values(space, remote.tree, ghosts.mass);
-    knn_walk_any(space, remote, query_tree, query_leaves, k, false, geometry, lists, true);
+    knn_walk_any(space, remote, query_tree, groups, k, false, geometry, lists, true);
   }
 
-  KNNResult result = unsorted_result(space, lists, query_tree.order, int(nq), k);
+  KNNResult result = finish_lists(space, lists, nq, k);
   if (moved) {
     KNNResult back;
     back.distance = plan.reverse(result.distance);

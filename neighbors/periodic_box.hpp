@@ -45,16 +45,24 @@ KOKKOS_INLINE_FUNCTION double minimum_image_gap(double dx, double length) {
   return a < b ? a : b;
 }
 
+/// Gap between a coordinate `x` and the interval [lo, hi] (lo ≤ hi) along an open axis, as
+/// selections rather than branches (SIMD lanes and GPU threads take it without diverging).
+KOKKOS_INLINE_FUNCTION double open_interval_gap(double x, double lo, double hi) {
+  double const below = lo - x, above = x - hi;
+  double const g = below > above ? below : above;
+  return g > 0 ? g : 0;
+}
+
 /// Gap between a coordinate `x` and the interval [lo, hi] along one axis, folded to the
-/// minimum image when `length` > 0 (coordinate and interval inside [0, length)).
+/// minimum image when `length` > 0 (coordinate and interval inside [0, length)): the smallest
+/// gap of x and its two images.
 KOKKOS_INLINE_FUNCTION double interval_gap(double x, double lo, double hi, double length) {
-  double g = x < lo ? lo - x : x > hi ? x - hi : 0;
-  if (length > 0 && g > 0) {
-    double const up = x + length, down = x - length;
-    double const g_up = up < lo ? lo - up : up > hi ? up - hi : 0;
-    double const g_down = down < lo ? lo - down : down > hi ? down - hi : 0;
-    if (g_up < g) g = g_up;
-    if (g_down < g) g = g_down;
+  double g = open_interval_gap(x, lo, hi);
+  if (length > 0) {
+    double const g_up = open_interval_gap(x + length, lo, hi);
+    double const g_down = open_interval_gap(x - length, lo, hi);
+    g = g_up < g ? g_up : g;
+    g = g_down < g ? g_down : g;
   }
   return g;
 }

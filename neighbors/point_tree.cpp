@@ -1,5 +1,6 @@
 #include <kfmm/core/error.hpp>
 #include <kfmm/core/hilbert.hpp>
+#include <kfmm/core/huge_pages.hpp>
 #include <kfmm/core/sort.hpp>
 #include <kfmm/neighbors/point_tree.hpp>
 
@@ -74,9 +75,9 @@ PointTree build_point_tree(ExecutionSpace const& space, Vec3View<double> const& 
   if (leaf_size < 1) fail("neighbour search leaf size {} is invalid; it must be at least 1", leaf_size);
   PointTree t;
   t.n = static_cast<int>(n);
-  t.pos = Vec3View<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::neighbors::sorted_pos"), n);
-  t.order = ScalarView<std::uint32_t>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::neighbors::order"), n);
-  ScalarView<std::uint64_t> keys(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::neighbors::keys"), n);
+  t.pos = allocate_large<Vec3View<double>>("kfmm::neighbors::sorted_pos", n);
+  t.order = allocate_large<ScalarView<std::uint32_t>>("kfmm::neighbors::order", n);
+  auto const keys = allocate_large<ScalarView<std::uint64_t>>("kfmm::neighbors::keys", n);
   if (n > 0) {
     double lo[3], hi[3];
     compute_bounds(space, pos, n, lo, hi);

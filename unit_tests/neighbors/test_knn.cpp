@@ -272,6 +272,20 @@ TEST_F(KNNTest, ManySourceLeavesAndFarQueries) {
   check_queries(make_points(800, Shape::Coincident, unit, 0, 23), make_points(60, Shape::Uniform, unit, 0, 24), o);
 }
 
+// Leaves with more queries than walk together (a team's lists in scratch): piles of coincident
+// points and leaves larger than a group, so that one leaf's queries walk as several groups;
+// lists too long for the fast scratch level; masses carried along.
+TEST_F(KNNTest, LeavesLargerThanAWalkGroup) {
+  KNNOptions o;
+  o.k = 10;
+  check_self(make_points(1500, Shape::Coincident, unit, 0, 30), o);
+  o.leaf_size = 300;
+  o.k = 24;
+  check_self(make_points(2500, Shape::Uniform, unit, 0, 31), o);
+  o.neighbour_masses = true;
+  check_self(make_points(2500, Shape::Clustered, unit, 0, 32), o);
+}
+
 TEST_F(KNNTest, DensityMatchesDirectSums) {
   auto const s = make_points(900, Shape::Clustered, unit, 0, 19);
   auto const rows = share(s.size(), context.rank(), context.size());

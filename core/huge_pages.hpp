@@ -1,0 +1,62 @@
+#pragma once
+/// \file
+/// \brief Large host allocations backed by transparent huge pages where the kernel offers them.
+///
+/// Memory a View touches for the first time costs a page fault per 4 KiB page; on virtual
+/// machines a fault costs microseconds, so filling a fresh result of a few hundred MB can take
+/// longer than computing it. A 2 MiB page needs one fault for 512 of those. With the kernel's
+/// transparent huge pages in `madvise` mode (a common default), only ranges marked with
+/// MADV_HUGEPAGE get them; this marks the 2 MiB-aligned interior of a large host View before
+/// its first touch. Device memory, small Views and systems without the call are left alone.
+#include <Kokkos_Core.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+namespace kfmm {
+
+/// Views smaller than this keep ordinary pages: glibc serves them from its heap once it has
+/// freed one of their size (its mapping threshold adapts up to 32 MiB), so their pages are
+/// reused from call to call without faults, and huge pages there only cost compaction. Beyond,
+/// every allocation is a fresh mapping that faults page by page.
+inline constexpr std::size_t huge_page_min_bytes = std::size_t(32) << 20;
+
+/// Marks the whole 2 MiB pages inside [data, data + bytes) for transparent huge pages; a
+/// no-op below huge_page_min_bytes or where madvise(MADV_HUGEPAGE) does not exist. Only
+/// advice: failure changes nothing but speed, so it is ignored.
+inline void advise_huge_pages(void* data, std::size_t bytes) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  if (data == nullptr || bytes < huge_page_min_bytes) return;
+  std::uintptr_t const huge = std::uintptr_t(2) << 20;
+  std::uintptr_t const begin = (reinterpret_cast<std::uintptr_t>(data) + huge - 1) & ~(huge - 1);
+  std::uintptr_t const end = (reinterpret_cast<std::uintptr_t>(data) + bytes) & ~(huge - 1);
+  if (end > begin) (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+#else
+  (void)data;
+  (void)bytes;
+#endif
+}
+
+/// The same for a View in host memory (Kokkos::HostSpace); other memory spaces are left alone.
+template <class View>
+void advise_huge_pages(View const& view) {
+  if constexpr (std::is_same<typename View::memory_space, Kokkos::HostSpace>::value)
+    advise_huge_pages(static_cast<void*>(view.data()), view.span() * sizeof(typename View::value_type));
+}
+
+/// \brief A View of the given extents, not initialised, on huge pages where possible (see
+/// advise_huge_pages): for large results and scratch that are written before they are read.
+template <class View, class... Extents>
+View allocate_large(std::string const& label, Extents... extents) {
+  View view(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), extents...);
+  advise_huge_pages(view);
+  return view;
+}
+
+}  // namespace kfmm

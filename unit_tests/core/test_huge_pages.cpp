@@ -1,0 +1,64 @@
+// allocate_large: the extents asked for, and the interior of a large host View marked for
+// transparent huge pages (VmFlags "hg" in /proc/self/smaps) while small Views are left alone.
+#include <kfmm/core/huge_pages.hpp>
+#include <kfmm/core/types.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <type_traits>
+
+namespace {
+
+// VmFlags of the mapping that holds `address`, or "" when it is not found.
+std::string mapping_flags(void const* address) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::uintptr_t const a = reinterpret_cast<std::uintptr_t>(address);
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    std::uintptr_t begin = 0, end = 0;
+    char dash = 0;
+    std::istringstream header(line);
+    if (header >> std::hex >> begin >> dash >> end && dash == '-') {
+      inside = a >= begin && a < end;
+      continue;
+    }
+    if (inside && line.rfind("VmFlags:", 0) == 0) return line;
+  }
+  return "";
+}
+
+bool transparent_huge_pages_available() {
+  std::ifstream mode("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string text;
+  std::getline(mode, text);
+  return text.find("[never]") == std::string::npos && !text.empty();
+}
+
+class HugePagesTest : public testing::Test {};
+
+TEST_F(HugePagesTest, AllocateLargeGivesTheExtentsAskedFor) {
+  auto const v = kfmm::allocate_large<Kokkos::View<double**, Kokkos::LayoutRight, kfmm::MemorySpace>>("large", 5, 7);
+  EXPECT_EQ(v.extent(0), 5u);
+  EXPECT_EQ(v.extent(1), 7u);
+  EXPECT_EQ(v.label(), "large");
+  auto const empty = kfmm::allocate_large<kfmm::ScalarView<int>>("empty", 0);
+  EXPECT_EQ(empty.extent(0), 0u);
+}
+
+TEST_F(HugePagesTest, LargeHostViewsAreMarkedSmallOnesAreNot) {
+  if (!std::is_same<kfmm::MemorySpace, Kokkos::HostSpace>::value) GTEST_SKIP() << "device memory is never advised";
+  if (!transparent_huge_pages_available()) GTEST_SKIP() << "this kernel offers no transparent huge pages";
+  std::size_t const rows = (kfmm::huge_page_min_bytes + (std::size_t(8) << 20)) / sizeof(double);
+  auto const large = kfmm::allocate_large<kfmm::ScalarView<double>>("large", rows);
+  void const* middle = large.data() + rows / 2;
+  EXPECT_NE(mapping_flags(middle).find(" hg"), std::string::npos) << mapping_flags(middle);
+  auto const small = kfmm::allocate_large<kfmm::ScalarView<double>>("small", 1000);
+  EXPECT_EQ(mapping_flags(small.data()).find(" hg"), std::string::npos) << mapping_flags(small.data());
+}
+
+}  // namespace
