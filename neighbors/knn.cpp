@@ -62,18 +62,6 @@ void clear_lists(ExecutionSpace const& space, KNNLists const& lists, int k) {
   space.fence();
 }
 
-/// Gap between the intervals [a, b] and [c, d] along an axis, minimum image when `length` > 0.
-KOKKOS_INLINE_FUNCTION double intervals_gap(double a, double b, double c, double d, double length) {
-  double g = c > b ? c - b : a > d ? a - d : 0;
-  if (length > 0 && g > 0) {
-    double const up = c > b + length ? c - b - length : a + length > d ? a + length - d : 0;
-    double const down = c > b - length ? c - b + length : a - length > d ? a - length - d : 0;
-    g = up < g ? up : g;
-    g = down < g ? down : g;
-  }
-  return g;
-}
-
 /// Groups of queries that walk together: each leaf of the query tree, cut into runs of at most
 /// knn_group queries (oversized leaves of coincident points, leaves larger than knn_group);
 /// row g = (leaf node, first query, end of queries), in node order.

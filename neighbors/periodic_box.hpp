@@ -45,13 +45,17 @@ KOKKOS_INLINE_FUNCTION double minimum_image_gap(double dx, double length) {
   return a < b ? a : b;
 }
 
-/// Gap between a coordinate `x` and the interval [lo, hi] (lo ≤ hi) along an open axis, as
-/// selections rather than branches (SIMD lanes and GPU threads take it without diverging).
-KOKKOS_INLINE_FUNCTION double open_interval_gap(double x, double lo, double hi) {
-  double const below = lo - x, above = x - hi;
-  double const g = below > above ? below : above;
+/// The gap of two intervals along an open axis from the two signed distances between their
+/// facing ends (`above`: how far the second starts above the first; `below`: how far the first
+/// starts above the second), as selections rather than branches (SIMD lanes and GPU threads
+/// take it without diverging): the positive one, or 0 when they overlap.
+KOKKOS_INLINE_FUNCTION double separation(double above, double below) {
+  double const g = above > below ? above : below;
   return g > 0 ? g : 0;
 }
+
+/// Gap between a coordinate `x` and the interval [lo, hi] (lo ≤ hi) along an open axis.
+KOKKOS_INLINE_FUNCTION double open_interval_gap(double x, double lo, double hi) { return separation(lo - x, x - hi); }
 
 /// Gap between a coordinate `x` and the interval [lo, hi] along one axis, folded to the
 /// minimum image when `length` > 0 (coordinate and interval inside [0, length)): the smallest
@@ -63,6 +67,19 @@ KOKKOS_INLINE_FUNCTION double interval_gap(double x, double lo, double hi, doubl
     double const g_down = open_interval_gap(x - length, lo, hi);
     g = g_up < g ? g_up : g;
     g = g_down < g ? g_down : g;
+  }
+  return g;
+}
+
+/// Gap between the intervals [a, b] and [c, d] along an axis, minimum image when `length` > 0:
+/// the smallest gap of [c, d] and the images of [a, b].
+KOKKOS_INLINE_FUNCTION double intervals_gap(double a, double b, double c, double d, double length) {
+  double g = separation(c - b, a - d);
+  if (length > 0) {
+    double const up = separation(c - b - length, a + length - d);
+    double const down = separation(c - b + length, a - length - d);
+    g = up < g ? up : g;
+    g = down < g ? down : g;
   }
   return g;
 }
