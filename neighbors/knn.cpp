@@ -179,6 +179,8 @@ void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree co
   using Scratch = Kokkos::View<double**, Kokkos::LayoutRight, ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
   using IdScratch =
       Kokkos::View<std::uint64_t**, Kokkos::LayoutRight, ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+  using IntScratch = Kokkos::View<int*, ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+  using GapScratch = Kokkos::View<double*, ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
   auto const tree = source.tree.tree;
   auto const pos = source.tree.pos, lo = source.tree.lo, hi = source.tree.hi;
   auto const ids = source.id;
@@ -204,7 +206,9 @@ void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree co
   std::size_t const list_bytes = Scratch::shmem_size(knn_group, K) + IdScratch::shmem_size(knn_group, K) +
                                  Scratch::shmem_size(mass_rows, K);
   int const list_level = list_bytes <= knn_fast_scratch_bytes ? 0 : 1;
-  std::size_t const box_bytes = Scratch::shmem_size(6, knn_batch);
+  std::size_t const box_bytes = Scratch::shmem_size(6, knn_batch) + IntScratch::shmem_size(knn_batch) +
+                                IntScratch::shmem_size(knn_stack_size) + GapScratch::shmem_size(knn_stack_size) +
+                                IntScratch::shmem_size(1);
   Policy policy(space, num_groups, Kokkos::AUTO);
   policy.set_scratch_size(0, Kokkos::PerTeam(box_bytes + (list_level == 0 ? list_bytes : 0)));
   if (list_level == 1) policy.set_scratch_size(1, Kokkos::PerTeam(list_bytes));
@@ -215,6 +219,10 @@ void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree co
         double const glo[3] = {qlo(group, 0), qlo(group, 1), qlo(group, 2)};
         double const ghi[3] = {qhi(group, 0), qhi(group, 1), qhi(group, 2)};
         Scratch const box(team.team_scratch(0), 6, knn_batch);  // lo x, y, z, hi x, y, z per leaf
+        IntScratch const batch(team.team_scratch(0), knn_batch);
+        IntScratch const stack_node(team.team_scratch(0), knn_stack_size);
+        GapScratch const stack_gap(team.team_scratch(0), knn_stack_size);
+        IntScratch const walk_state(team.team_scratch(0), 1);  // the stack's height
         Scratch const list_d2(team.team_scratch(list_level), knn_group, K);
         IdScratch const list_id(team.team_scratch(list_level), knn_group, K);
         Scratch const list_mass(team.team_scratch(list_level), mass_rows, K);
@@ -226,7 +234,7 @@ void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree co
           }
           return g2;
         };
-        // Every thread of the team runs the same walk (same decisions); queries are split at batches.
+        // The group's queries are split among the team's threads at every batch.
         double bound = 0;
         Kokkos::parallel_reduce(
             Kokkos::TeamThreadRange(team, qb, qe),
@@ -250,56 +258,62 @@ void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree co
         // Box gaps and point distances round differently (contractions, summation order), so a
         // box is pruned only when its gap exceeds the bound by more than that rounding.
         double const slack = 1 + 1e-12;
-        int stack_node[knn_stack_size];
-        double stack_gap[knn_stack_size];
-        stack_node[0] = 0;
-        stack_gap[0] = group_gap2(0);
-        int top = 1;
-        int batch[knn_batch];
-        int batched = 0;
-        while (top > 0 || batched > 0) {
-          if (top > 0) {
-            --top;
-            int const node = stack_node[top];
-            if (!(stack_gap[top] > bound * slack)) {
-              int const cb = tree.child_begin(node), ce = tree.child_end(node);
-              if (cb == ce) {
-                batch[batched++] = node;
-              } else {
-                // Children within the bound, pushed farthest first so that the nearest pops first.
-                int child[8];
-                double gap[8];
-                int m = 0;
-                for (int c = cb; c < ce && m < 8; ++c) {
-                  int const node_c = tree.child_index(c);
-                  double const g = group_gap2(node_c);
-                  if (g > bound * slack) continue;
-                  int j = m++;
-                  while (j > 0 && gap[j - 1] < g) {
-                    gap[j] = gap[j - 1];
-                    child[j] = child[j - 1];
-                    --j;
-                  }
-                  gap[j] = g;
-                  child[j] = node_c;
-                }
-                for (int j = 0; j < m && top < knn_stack_size; ++j) {
-                  stack_node[top] = child[j];
-                  stack_gap[top] = gap[j];
-                  ++top;
-                }
-              }
-            }
-            if (batched < knn_batch && top > 0) continue;
+        // The descent is the same for every query of the group: one thread of the team runs it
+        // with its stack in team scratch (no per-thread copy), and hands out batches of leaves.
+        auto const push = [&](int node, double gap) {
+          if (walk_state(0) < knn_stack_size) {
+            stack_node(walk_state(0)) = node;
+            stack_gap(walk_state(0)) = gap;
+            ++walk_state(0);
           }
-          if (batched == 0) continue;
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, batched), [&](int b) {
-            for (int a = 0; a < 3; ++a) {
-              box(a, b) = lo(batch[b], a);
-              box(3 + a, b) = hi(batch[b], a);
-            }
-          });
+        };
+        Kokkos::single(Kokkos::PerTeam(team), [&] {
+          walk_state(0) = 0;
+          push(0, group_gap2(0));
+        });
+        while (true) {
+          int batched = 0;
+          Kokkos::single(
+              Kokkos::PerTeam(team),
+              [&](int& count) {
+                count = 0;
+                while (walk_state(0) > 0 && count < knn_batch) {
+                  int const top = --walk_state(0);
+                  int const node = stack_node(top);
+                  if (stack_gap(top) > bound * slack) continue;
+                  int const cb = tree.child_begin(node), ce = tree.child_end(node);
+                  if (cb == ce) {
+                    batch(count) = node;
+                    for (int a = 0; a < 3; ++a) {
+                      box(a, count) = lo(node, a);
+                      box(3 + a, count) = hi(node, a);
+                    }
+                    ++count;
+                    continue;
+                  }
+                  // Children within the bound, pushed farthest first so that the nearest pops first.
+                  int child[8];
+                  double gap[8];
+                  int m = 0;
+                  for (int c = cb; c < ce && m < 8; ++c) {
+                    int const node_c = tree.child_index(c);
+                    double const g = group_gap2(node_c);
+                    if (g > bound * slack) continue;
+                    int j = m++;
+                    while (j > 0 && gap[j - 1] < g) {
+                      gap[j] = gap[j - 1];
+                      child[j] = child[j - 1];
+                      --j;
+                    }
+                    gap[j] = g;
+                    child[j] = node_c;
+                  }
+                  for (int j = 0; j < m; ++j) push(child[j], gap[j]);
+                }
+              },
+              batched);
           team.team_barrier();
+          if (batched == 0) break;
           double new_bound = 0;
           Kokkos::parallel_reduce(
               Kokkos::TeamThreadRange(team, qb, qe),
@@ -325,7 +339,7 @@ void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree co
                 }
                 for (int b = 0; b < batched; ++b) {
                   if (gap2[b] > worst * slack) continue;
-                  int const node = batch[b];
+                  int const node = batch(b);
                   int const pb = tree.particle_begin(node), pe = tree.particle_end(node);
                   for (int c0 = pb; c0 < pe; c0 += knn_chunk) {
                     // Distances of a chunk and the mask of those that can enter the list (loops
@@ -370,7 +384,6 @@ void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree co
               Kokkos::Max<double>(new_bound));
           team.team_barrier();  // the next batch overwrites the boxes
           bound = new_bound;
-          batched = 0;
         }
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, qb, qe), [&](int q) {
           int const slot = q - qb;
