@@ -30,6 +30,8 @@ TARGETS=${KFMM_FUZZ_TARGETS:-run_file particle_file particle_file_bytes restart}
 JOBS=${KFMM_JOBS:-$(nproc)}
 
 log() { printf '[kfmm fuzz] %s\n' "$*"; }
+# shellcheck source=fuzz_first_frame.sh
+source "$ROOT/scripts/fuzz_first_frame.sh"
 die() { printf '[kfmm fuzz] error: %s\n' "$*" >&2; exit 1; }
 
 [[ "$SECONDS_PER_TARGET" =~ ^[0-9]+$ ]] && [ "$SECONDS_PER_TARGET" -gt 0 ] \
@@ -85,9 +87,7 @@ fuzz_one() {
   stats=$(grep -E '^#[0-9]+' "$run_log" | tail -n1 | sed -E 's/^#([0-9]+)[[:space:]]+[A-Z]+[[:space:]]+(cov: [0-9]+).*/\1 runs, \2/')
   outcomes=$(grep -E '^kfmm fuzz: ' "$run_log" | tail -n1 | sed 's/^kfmm fuzz: //')
   reproducer=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$run_log" | tail -n1)
-  # The first stack frame of the report that is neither in the target's own runtime (libFuzzer,
-  # the sanitizers' interceptors) nor libc's signal trampoline.
-  first_frame=$(grep -E '^ *#[0-9]+ 0x[0-9a-f]+ ' "$run_log" | grep -vF "($binary+" | grep -v '/libc\.so' | head -n1)
+  first_frame=$(first_user_frame "$binary" "$run_log")
   if [ $status -ne 0 ] && [ "$target" = particle_file_bytes ] && grep -q 'libhdf5' <<<"$first_frame"; then
     log "fuzz_$target: crash inside libhdf5 on a malformed file (the documented boundary, docs/fuzzing.md):"
     log "  $(sed -E 's/^ *//' <<<"$first_frame")"

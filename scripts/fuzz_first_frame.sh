@@ -1,0 +1,11 @@
+# Sourced by scripts/fuzz.sh (and its test): first_user_frame BINARY LOG prints the first stack
+# frame of a sanitizer or libFuzzer report in LOG that is not the fuzz target's own runtime: not a
+# frame of BINARY (libFuzzer, the sanitizers' interceptors), not the sanitizer runtime named by
+# its own objects or namespaces (e.g. "AddressSanitizer: CHECK failed" reports start in
+# __asan::CheckUnwind() asan_rtl.cpp.o), not libc. Empty when the report has no such frame.
+first_user_frame() {
+  local binary=$1 log=$2
+  grep -E '^ *#[0-9]+ 0x[0-9a-f]+ ' "$log" | grep -vF "($binary+" | grep -v '/libc\.so' \
+    | grep -vE ' in __(asan|sanitizer|ubsan|lsan|interception)::| (asan|ubsan|lsan|sanitizer)_[a-z_]+\.cpp\.o' \
+    | head -n1
+}

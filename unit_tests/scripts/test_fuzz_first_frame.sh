@@ -1,0 +1,46 @@
+#!/bin/bash
+# scripts/fuzz_first_frame.sh: which frame of a fuzzer's report decides "crash inside libhdf5"
+# (the documented boundary of fuzz_particle_file_bytes) or a kfmm bug. The first report is
+# the one a CI fuzz run of 2026-12-04 produced: heap metadata found corrupt when libhdf5 freed
+# its cache, reported from the sanitizer runtime's own objects, which the classifier took for
+# the first frame and so failed the stage on libhdf5's crash.
+set -u
+source "$1/scripts/fuzz_first_frame.sh"
+binary=/build-fuzz/fuzz_tests/fuzz_particle_file_bytes
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+expect() {  # expect NAME PATTERN LOG
+  local frame
+  frame=$(first_user_frame "$binary" "$3")
+  if grep -q -- "$2" <<<"$frame"; then echo "ok: $1"; else echo "FAILED: $1: got '$frame', expected '$2'"; failures=$((failures + 1)); fi
+}
+
+cat >"$work/check_failed.log" <<LOG
+AddressSanitizer: CHECK failed: asan_allocator.cpp:188 "((old)) == ((kAllocBegMagic))" (0x4c6e96b9cc6e96b9, 0xcc6e96b9cc6e96b9) (tid=11340)
+    #0 0x56333d3a7751 in __asan::CheckUnwind() asan_rtl.cpp.o
+    #1 0x56333d3c00e4 in __sanitizer::CheckFailed(char const*, int, char const*, unsigned long long, unsigned long long) ($binary+0x1090e4) (BuildId: 54612dea)
+    #2 0x56333d320217 in __asan::QuarantineCallback::Recycle(__asan::AsanChunk*) ($binary+0x69217) (BuildId: 54612dea)
+    #6 0x56333d39dc15 in free ($binary+0xe6c15) (BuildId: 54612dea)
+    #7 0x7fe29bd2871a  (/lib/x86_64-linux-gnu/libhdf5_openmpi.so.103+0x12871a) (BuildId: 817a0eaf)
+    #8 0x7fe29bd28b34 in H5FL_reg_free (/lib/x86_64-linux-gnu/libhdf5_openmpi.so.103+0x128b34) (BuildId: 817a0eaf)
+    #18 0x7fe29cf6b7b3 in reset /tmp/kfmm-ci/io/hdf5_handle.hpp:42:29
+LOG
+expect "CHECK failed in the allocator under libhdf5's free" 'libhdf5' "$work/check_failed.log"
+
+cat >"$work/kfmm_bug.log" <<LOG
+==1234==ERROR: AddressSanitizer: heap-buffer-overflow on address 0x602000000010
+    #0 0x7f0000001000 in kfmm::read_particles(kfmm::Context const&) /src/io/particle_file.cpp:910:16
+    #1 0x7f0000002000 in H5Dread (/lib/x86_64-linux-gnu/libhdf5_openmpi.so.103+0x1000)
+LOG
+expect "an overflow in kfmm's own code" 'particle_file.cpp' "$work/kfmm_bug.log"
+
+cat >"$work/interceptor.log" <<LOG
+==1234==ERROR: AddressSanitizer: SEGV on unknown address 0x000000000000
+    #0 0x5600000001 in __interceptor_memcpy ($binary+0x1000)
+    #1 0x7f0000003000 in H5T__conv_b_b (/lib/x86_64-linux-gnu/libhdf5_openmpi.so.103+0x2000)
+    #2 0x7f0000001000 in kfmm::read_particles(kfmm::Context const&) /src/io/particle_file.cpp:910:16
+LOG
+expect "an interceptor called from libhdf5" 'libhdf5' "$work/interceptor.log"
+
+[ "$failures" -eq 0 ]
