@@ -27,12 +27,16 @@ namespace kfmm {
 /// every allocation is a fresh mapping that faults page by page.
 inline constexpr std::size_t huge_page_min_bytes = std::size_t(32) << 20;
 
+/// Work Views kept from call to call (core/view_growth.hpp) are allocated only when they grow,
+/// so marking them costs nothing later; from this size on they hold at least one whole 2 MiB page.
+inline constexpr std::size_t kept_huge_page_min_bytes = std::size_t(4) << 20;
+
 /// Marks the whole 2 MiB pages inside [data, data + bytes) for transparent huge pages; a
-/// no-op below huge_page_min_bytes or where madvise(MADV_HUGEPAGE) does not exist. Only
-/// advice: failure changes nothing but speed, so it is ignored.
-inline void advise_huge_pages(void* data, std::size_t bytes) {
+/// no-op below `min_bytes` or where madvise(MADV_HUGEPAGE) does not exist. Only advice:
+/// failure changes nothing but speed, so it is ignored.
+inline void advise_huge_pages(void* data, std::size_t bytes, std::size_t min_bytes = huge_page_min_bytes) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-  if (data == nullptr || bytes < huge_page_min_bytes) return;
+  if (data == nullptr || bytes < min_bytes) return;
   std::uintptr_t const huge = std::uintptr_t(2) << 20;
   std::uintptr_t const begin = (reinterpret_cast<std::uintptr_t>(data) + huge - 1) & ~(huge - 1);
   std::uintptr_t const end = (reinterpret_cast<std::uintptr_t>(data) + bytes) & ~(huge - 1);
@@ -40,14 +44,17 @@ inline void advise_huge_pages(void* data, std::size_t bytes) {
 #else
   (void)data;
   (void)bytes;
+  (void)min_bytes;
 #endif
 }
 
 /// The same for a View in host memory (Kokkos::HostSpace); other memory spaces are left alone.
 template <class View>
-void advise_huge_pages(View const& view) {
+void advise_huge_pages(View const& view, std::size_t min_bytes = huge_page_min_bytes) {
   if constexpr (std::is_same<typename View::memory_space, Kokkos::HostSpace>::value)
-    advise_huge_pages(static_cast<void*>(view.data()), view.span() * sizeof(typename View::value_type));
+    advise_huge_pages(static_cast<void*>(view.data()), view.span() * sizeof(typename View::value_type), min_bytes);
+  else
+    (void)min_bytes;
 }
 
 /// \brief A View of the given extents, not initialised, on huge pages where possible (see

@@ -98,10 +98,8 @@ class ExpansionPassImpl final : public ExpansionPass {
   int coefficients_per_node() const override { return N; }
 
   void reserve_nodes(std::size_t count) override {
-    if (multipole_.extent(0) < count) {
-      Kokkos::resize(multipole_, count + count / 2);
-      Kokkos::resize(local_, count + count / 2);
-    }
+    grow_preserving(multipole_, count + count / 2);
+    grow_preserving(local_, count + count / 2);
   }
 
   void upward(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,

@@ -370,7 +370,7 @@ std::uint64_t near_field_gathered(ExecutionSpace const& space, Tree<> const& tre
                          Real h, ScalarView<double> const& phi, Vec3View<double> const& grad,
                          NearFieldScratch<Real>& scratch) {
   int const n = particles.num_sources;
-  if (scratch.xm.extent(0) < std::size_t(n)) Kokkos::resize(scratch.xm, std::size_t(n) + n / 2);
+  grow_preserving(scratch.xm, std::size_t(n));
   auto xm = scratch.xm;
   auto const pos = particles.pos;
   auto const mass = particles.mass;

@@ -1084,8 +1084,8 @@ class ForceSolver::Impl {
 
   // Sorts the particles by key (and carried_ with them when `carry`).
   void sort_locally(Particles<MemorySpace>& particles, BoundingCube const& cube, int n, bool carry) {
-    if (static_cast<int>(keys_.extent(0)) < n) Kokkos::resize(keys_, n + n / 4);
-    if (static_cast<int>(permutation_.extent(0)) < n) Kokkos::resize(permutation_, n + n / 4);
+    grow_preserving(keys_, std::size_t(n));
+    grow_preserving(permutation_, std::size_t(n));
     compute_keys(space_, cube, particles.pos, n, keys_);
     // Sized by the capacity, not by whether this call moves anything: a later call that
     // sorts then allocates nothing.

@@ -1,7 +1,9 @@
 // allocate_large: the extents asked for, and the interior of a large host View marked for
-// transparent huge pages (VmFlags "hg" in /proc/self/smaps) while small Views are left alone.
+// transparent huge pages (VmFlags "hg" in /proc/self/smaps) while small Views are left alone;
+// the same for the work Views that grow_preserving / grow_discarding grow from 4 MiB on.
 #include <kfmm/core/huge_pages.hpp>
 #include <kfmm/core/types.hpp>
+#include <kfmm/core/view_growth.hpp>
 
 #include <gtest/gtest.h>
 
@@ -59,6 +61,22 @@ TEST_F(HugePagesTest, LargeHostViewsAreMarkedSmallOnesAreNot) {
   EXPECT_NE(mapping_flags(middle).find(" hg"), std::string::npos) << mapping_flags(middle);
   auto const small = kfmm::allocate_large<kfmm::ScalarView<double>>("small", 1000);
   EXPECT_EQ(mapping_flags(small.data()).find(" hg"), std::string::npos) << mapping_flags(small.data());
+}
+
+TEST_F(HugePagesTest, GrownKeptHostViewsAreMarkedFromTheirOwnThreshold) {
+  if (!std::is_same<kfmm::MemorySpace, Kokkos::HostSpace>::value) GTEST_SKIP() << "device memory is never advised";
+  if (!transparent_huge_pages_available()) GTEST_SKIP() << "this kernel offers no transparent huge pages";
+  static_assert(kfmm::kept_huge_page_min_bytes < kfmm::huge_page_min_bytes, "kept Views start lower");
+  std::size_t const rows = (kfmm::kept_huge_page_min_bytes + (std::size_t(4) << 20)) / sizeof(double);
+  kfmm::ScalarView<double> preserved("preserved", 1);
+  kfmm::grow_preserving(preserved, rows);
+  EXPECT_NE(mapping_flags(preserved.data() + rows / 2).find(" hg"), std::string::npos);
+  kfmm::ScalarView<double> discarded;
+  kfmm::grow_discarding(discarded, rows, "discarded");
+  EXPECT_NE(mapping_flags(discarded.data() + rows / 2).find(" hg"), std::string::npos);
+  kfmm::ScalarView<double> small;
+  kfmm::grow_discarding(small, 1000, "small");
+  EXPECT_EQ(mapping_flags(small.data()).find(" hg"), std::string::npos);
 }
 
 }  // namespace

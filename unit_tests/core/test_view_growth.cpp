@@ -1,0 +1,64 @@
+// grow_preserving / grow_discarding: content kept and new rows value-initialised (as
+// Kokkos::resize left them) for Views of rank 1 and 2, labels kept, slack as documented (their
+// huge pages: test_huge_pages.cpp).
+#include <kfmm/core/types.hpp>
+#include <kfmm/core/view_growth.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+
+namespace {
+
+class ViewGrowthTest : public testing::Test {};
+
+TEST_F(ViewGrowthTest, PreservingKeepsRowsAndZeroesNewOnesRankOne) {
+  kfmm::ScalarView<std::int64_t> view("kept", 10);
+  auto host = Kokkos::create_mirror_view(view);
+  for (int i = 0; i < 10; ++i) host(i) = 7 * i + 1;
+  Kokkos::deep_copy(view, host);
+  kfmm::grow_preserving(view, 11);
+  ASSERT_GE(view.extent(0), 11u);
+  EXPECT_EQ(view.label(), "kept");
+  auto const grown = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), view);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(grown(i), 7 * i + 1) << i;
+  for (std::size_t i = 10; i < grown.extent(0); ++i) EXPECT_EQ(grown(i), 0) << i;
+  auto const data = view.data();
+  kfmm::grow_preserving(view, 11);  // room enough: nothing moves
+  EXPECT_EQ(view.data(), data);
+}
+
+TEST_F(ViewGrowthTest, PreservingKeepsRowsOfLayoutLeftRankTwo) {
+  kfmm::Vec3View<double> view("positions", 5);
+  auto host = Kokkos::create_mirror_view(view);
+  for (int i = 0; i < 5; ++i)
+    for (int a = 0; a < 3; ++a) host(i, a) = 10.0 * i + a;
+  Kokkos::deep_copy(view, host);
+  kfmm::grow_preserving(view, 1000);
+  ASSERT_GE(view.extent(0), 1000u);
+  auto const grown = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), view);
+  for (int i = 0; i < 5; ++i)
+    for (int a = 0; a < 3; ++a) EXPECT_EQ(grown(i, a), 10.0 * i + a) << i << " " << a;
+  for (std::size_t i = 5; i < grown.extent(0); ++i)
+    for (int a = 0; a < 3; ++a) EXPECT_EQ(grown(i, a), 0.0) << i << " " << a;
+}
+
+TEST_F(ViewGrowthTest, GrowingAnEmptyViewGivesZeroedRows) {
+  kfmm::ScalarView<double> view;
+  kfmm::grow_preserving(view, 3);
+  ASSERT_GE(view.extent(0), 3u);
+  auto const grown = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), view);
+  for (std::size_t i = 0; i < grown.extent(0); ++i) EXPECT_EQ(grown(i), 0.0);
+}
+
+TEST_F(ViewGrowthTest, DiscardingGrowsWithSlackAndTheNewLabel) {
+  kfmm::ScalarView<int> view("old", 4);
+  kfmm::grow_discarding(view, 100, "scratch", 4);
+  EXPECT_EQ(view.extent(0), 125u);
+  EXPECT_EQ(view.label(), "scratch");
+  kfmm::grow_discarding(view, 50, "other", 4);  // room enough: kept as it is
+  EXPECT_EQ(view.label(), "scratch");
+}
+
+}  // namespace
