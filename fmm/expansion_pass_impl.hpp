@@ -98,8 +98,11 @@ class ExpansionPassImpl final : public ExpansionPass {
   int coefficients_per_node() const override { return N; }
 
   void reserve_nodes(std::size_t count) override {
-    grow_preserving(multipole_, count + count / 2);
-    grow_preserving(local_, count + count / 2);
+    // Room for half as many nodes again (imported nodes, counts drifting up between steps).
+    if (multipole_.extent(0) < count) {
+      grow_preserving(multipole_, count + count / 2);
+      grow_preserving(local_, count + count / 2);
+    }
   }
 
   void upward(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,

@@ -3,6 +3,7 @@
 // them) a step allocates nothing, counted through Kokkos' allocation callbacks.
 #include "drifting_clumps.hpp"
 #include <kfmm/core/memory_usage.hpp>
+#include <kfmm/fmm/expansion_pass.hpp>
 #include <kfmm/fmm/solver.hpp>
 
 #include <gtest/gtest.h>
@@ -110,6 +111,20 @@ TEST_F(StepAllocationsTest, RelativeCriterionAllocatesNothingAfterTheSecondStep)
   ForceSolver solver(world, config);
   auto const per_step = allocations_per_step(particles, 6, [&] { solver.compute(particles); });
   expect_no_allocations_after(per_step, 2);
+}
+
+// The expansion pass's multipoles and locals keep room for half as many nodes again, so a node
+// count that drifts up by less than that between steps allocates nothing; beyond it they grow.
+TEST_F(StepAllocationsTest, ExpansionPassKeepsRoomForDriftingNodeCounts) {
+  auto const pass = make_expansion_pass(7, Precision::Float, SofteningKind::Plummer, 0.001);
+  MemoryAccounting accounting;
+  pass->reserve_nodes(1000);
+  accounting.clear_allocation_log();
+  pass->reserve_nodes(1000);
+  pass->reserve_nodes(1400);
+  EXPECT_TRUE(accounting.allocation_log().empty()) << describe(accounting.allocation_log());
+  pass->reserve_nodes(3000);
+  EXPECT_EQ(accounting.allocation_log().size(), 2u) << describe(accounting.allocation_log());
 }
 
 }  // namespace
