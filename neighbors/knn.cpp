@@ -206,11 +206,12 @@ void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree co
   std::size_t const list_bytes = Scratch::shmem_size(knn_group, K) + IdScratch::shmem_size(knn_group, K) +
                                  Scratch::shmem_size(mass_rows, K);
   int const list_level = list_bytes <= knn_fast_scratch_bytes ? 0 : 1;
-  std::size_t const box_bytes = Scratch::shmem_size(6, knn_batch) + IntScratch::shmem_size(knn_batch) +
-                                IntScratch::shmem_size(knn_stack_size) + GapScratch::shmem_size(knn_stack_size) +
-                                IntScratch::shmem_size(1);
+  // The descent's scratch: leaf boxes and indices of a batch, the stack, its height.
+  std::size_t const walk_bytes = Scratch::shmem_size(6, knn_batch) + IntScratch::shmem_size(knn_batch) +
+                                 IntScratch::shmem_size(knn_stack_size) + GapScratch::shmem_size(knn_stack_size) +
+                                 IntScratch::shmem_size(1);
   Policy policy(space, num_groups, Kokkos::AUTO);
-  policy.set_scratch_size(0, Kokkos::PerTeam(box_bytes + (list_level == 0 ? list_bytes : 0)));
+  policy.set_scratch_size(0, Kokkos::PerTeam(walk_bytes + (list_level == 0 ? list_bytes : 0)));
   if (list_level == 1) policy.set_scratch_size(1, Kokkos::PerTeam(list_bytes));
   Kokkos::parallel_for(
       "kfmm::neighbors::knn_walk", policy, KOKKOS_LAMBDA(Member const& team) {
