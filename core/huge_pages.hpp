@@ -57,13 +57,27 @@ void advise_huge_pages(View const& view, std::size_t min_bytes = huge_page_min_b
     (void)min_bytes;
 }
 
+/// \brief A View of the given extents, not initialised, its 2 MiB pages marked for huge pages
+/// from `min_bytes` on (see advise_huge_pages).
+template <class View, class... Extents>
+View allocate_on_huge_pages(std::size_t min_bytes, std::string const& label, Extents... extents) {
+  View view(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), extents...);
+  advise_huge_pages(view, min_bytes);
+  return view;
+}
+
 /// \brief A View of the given extents, not initialised, on huge pages where possible (see
 /// advise_huge_pages): for large results and scratch that are written before they are read.
 template <class View, class... Extents>
 View allocate_large(std::string const& label, Extents... extents) {
-  View view(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), extents...);
-  advise_huge_pages(view);
-  return view;
+  return allocate_on_huge_pages<View>(huge_page_min_bytes, label, extents...);
+}
+
+/// \brief The same for a View kept from call to call and filled before it is read (the
+/// threshold kept_huge_page_min_bytes: it is allocated once, not per call).
+template <class View, class... Extents>
+View allocate_kept(std::string const& label, Extents... extents) {
+  return allocate_on_huge_pages<View>(kept_huge_page_min_bytes, label, extents...);
 }
 
 }  // namespace kfmm

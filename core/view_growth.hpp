@@ -24,31 +24,45 @@ auto row_range(View const& view, std::size_t begin, std::size_t end) {
     return Kokkos::subview(view, rows, Kokkos::ALL, Kokkos::ALL);
 }
 
-/// `rows` rows of a kept work View, not initialised. Large host ones go on huge pages before
-/// their first touch: a growth is rare, but the first call of a run (or of a bigger problem)
-/// otherwise pays a page fault per 4 KiB for every list it fills.
-template <class View>
-View allocate_kept(std::string const& label, std::size_t rows) {
-  View view(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), rows);
-  advise_huge_pages(view, kept_huge_page_min_bytes);
-  return view;
+/// The rows a View of `old` rows grows to when it must hold `n`: by at least half its size, so
+/// that repeated small growths stay amortised O(1), and to n + n/8 when n is beyond that, so
+/// that a size that drifts up a little from call to call (particles per rank, tree nodes) does
+/// not reallocate on the next calls.
+inline std::size_t grown_rows(std::size_t old, std::size_t n) {
+  std::size_t const grown = old + old / 2 + 16;
+  return n > grown ? n + n / 8 : grown;
 }
 
 }  // namespace detail
 
 /// Makes `view` hold at least `n` rows, keeping its content (new rows value-initialised, as
-/// Kokkos::resize leaves them); grows by at least half its size so that repeated small growths
-/// stay amortised O(1), and to n + n/8 when n is beyond that, so that a size that drifts up a
-/// little from call to call (particles per rank, tree nodes) does not reallocate on the next calls.
+/// Kokkos::resize leaves them); grows as detail::grown_rows says. A growth is rare, so large
+/// host Views go on huge pages before their first touch (allocate_kept): the first call of a run
+/// (or of a bigger problem) otherwise pays a page fault per 4 KiB for every list it fills.
 template <class View>
 void grow_preserving(View& view, std::size_t n) {
   std::size_t const old = view.extent(0);
   if (old >= n) return;
-  std::size_t const grown = old + old / 2 + 16;
-  std::size_t const rows = n > grown ? n + n / 8 : grown;
-  View next = detail::allocate_kept<View>(view.label(), rows);
+  std::size_t const rows = detail::grown_rows(old, n);
+  View next = allocate_kept<View>(view.label(), rows);
   if (old > 0) Kokkos::deep_copy(detail::row_range(next, 0, old), view);
   Kokkos::deep_copy(detail::row_range(next, old, rows), typename View::value_type{});
+  view = next;
+}
+
+/// Makes `view` hold at least `n` rows, keeping only its first `kept` rows (at most its
+/// extent) and leaving the others uninitialised: for a list appended to, whose rows beyond the
+/// used ones are written before they are read. Unlike grow_preserving, neither the unused tail
+/// of the old rows is copied nor the new ones filled, two passes over memory the first call of
+/// a run would otherwise make for every list it grows.
+template <class View>
+void grow_appending(View& view, std::size_t n, std::size_t kept) {
+  std::size_t const old = view.extent(0);
+  if (old >= n) return;
+  std::size_t const rows = detail::grown_rows(old, n);
+  View next = allocate_kept<View>(view.label(), rows);
+  kept = kept < old ? kept : old;
+  if (kept > 0) Kokkos::deep_copy(detail::row_range(next, 0, kept), detail::row_range(view, 0, kept));
   view = next;
 }
 
@@ -61,7 +75,7 @@ template <class View>
 void grow_discarding(View& view, std::size_t n, std::string const& label, std::size_t slack_divisor = 2) {
   if (view.extent(0) >= n) return;
   view = View();
-  view = detail::allocate_kept<View>(label, n + n / slack_divisor);
+  view = allocate_kept<View>(label, n + n / slack_divisor);
 }
 
 }  // namespace kfmm

@@ -17,12 +17,13 @@ namespace kfmm {
 namespace {
 
 // The walk's lists change length from step to step with the particles: they grow to a quarter
-// more than asked, so that the next steps fit. grow_lists keeps the content (the M2L and P2P
-// lists, appended to level by level); grow_scratch does not (what a level rewrites before it
-// reads: the counts, the candidates, the next level's open pairs).
+// more than asked, so that the next steps fit. grow_lists keeps the `used` rows (the M2L and P2P
+// lists, appended to level by level; what lies beyond is written before it is read);
+// grow_scratch keeps nothing (what a level rewrites before it reads: the counts, the
+// candidates, the next level's open pairs).
 template <class View>
-void grow_lists(View& view, std::size_t n) {
-  if (view.extent(0) < n) grow_preserving(view, n + n / 4);
+void grow_lists(View& view, std::size_t n, std::size_t used) {
+  if (view.extent(0) < n) grow_appending(view, n + n / 4, used);
 }
 template <class View>
 void grow_scratch(View& view, std::size_t n, char const* label) {
@@ -623,9 +624,9 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
       if (!fit) continue;
       for (int k = 0; k < 2; ++k) {
         PairLists& list = *out[k];
-        grow_lists(list.target, group_base[k] + group_total[k]);
-        grow_lists(list.offset, group_base[k] + group_total[k] + 1);
-        grow_lists(list.source, entry_base[k] + entry_total[k]);
+        grow_lists(list.target, group_base[k] + group_total[k], group_base[k]);
+        grow_lists(list.offset, group_base[k] + group_total[k] + 1, group_base[k] + 1);
+        grow_lists(list.source, entry_base[k] + entry_total[k], entry_base[k]);
       }
       grow_scratch(next->target, group_total[2], "kfmm::walk::open_target");
       grow_scratch(next->offset, group_total[2] + 1, "kfmm::walk::open_offset");

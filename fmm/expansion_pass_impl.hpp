@@ -2,11 +2,13 @@
 /// \file
 /// \brief ExpansionPass for a compile-time order P, arithmetic type Real and kernel; included
 /// by the per-order translation units expansion_pass_pN.cpp (one per order keeps builds parallel).
+#include <kfmm/core/huge_pages.hpp>
 #include <kfmm/core/kernel_shape.hpp>
 #include <kfmm/fmm/expansion.hpp>
 #include <kfmm/fmm/expansion_pass.hpp>
 #include <kfmm/fmm/expansion_teams.hpp>
 #include <kfmm/fmm/multipole_power.hpp>
+#include <kfmm/core/view_growth.hpp>
 #include <kfmm/fmm/p2p.hpp>
 
 namespace kfmm::detail {
@@ -97,17 +99,11 @@ class ExpansionPassImpl final : public ExpansionPass {
 
   int coefficients_per_node() const override { return N; }
 
-  void reserve_nodes(std::size_t count) override {
-    // Room for half as many nodes again (imported nodes, counts drifting up between steps).
-    if (multipole_.extent(0) < count) {
-      grow_preserving(multipole_, count + count / 2);
-      grow_preserving(local_, count + count / 2);
-    }
-  }
+  void reserve_nodes(std::size_t count) override { reserve(count, true); }
 
   void upward(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
               PassParticles const& particles) override {
-    reserve_nodes(tree.num_nodes);
+    reserve(tree.num_nodes, false);  // every node's multipole is assigned below
     if (use_teams()) {
       for (int level = tree.num_levels() - 1; level >= 0; --level)
         upward_teams<Real, P>(space, multipole_, tree, geometry, particles.pos, particles.mass, ScalarView<int>{},
@@ -364,6 +360,19 @@ class ExpansionPassImpl final : public ExpansionPass {
   }
 
  private:
+  /// Room for `count` nodes and half as many again (imported nodes, counts drifting up between
+  /// steps); `keep`: the multipoles already computed stay (new rows are zero), else nothing is
+  /// copied or filled. translate() zeroes the locals before M2L adds to them, so they are never kept.
+  void reserve(std::size_t count, bool keep) {
+    if (multipole_.extent(0) >= count) return;
+    if (keep)
+      grow_preserving(multipole_, count + count / 2);
+    else
+      grow_appending(multipole_, count + count / 2, 0);
+    local_ = Coefficients();
+    local_ = allocate_kept<Coefficients>("kfmm::fmm::locals", multipole_.extent(0));
+  }
+
   /// The shape of each call follows the process-wide request (core/kernel_shape.hpp); the
   /// CPU-shaped branches are not even instantiated where gpu_shaped_kernels() holds.
   bool use_teams() const { return use_gpu_shape<ExecutionSpace>(); }

@@ -370,7 +370,7 @@ std::uint64_t near_field_gathered(ExecutionSpace const& space, Tree<> const& tre
                          Real h, ScalarView<double> const& phi, Vec3View<double> const& grad,
                          NearFieldScratch<Real>& scratch) {
   int const n = particles.num_sources;
-  grow_preserving(scratch.xm, std::size_t(n));
+  grow_discarding(scratch.xm, std::size_t(n), "kfmm::fmm::p2p::xm", 8);  // rewritten below before it is read
   auto xm = scratch.xm;
   auto const pos = particles.pos;
   auto const mass = particles.mass;

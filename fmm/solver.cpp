@@ -2,6 +2,7 @@
 #include <kfmm/core/fault_injection.hpp>
 #include <kfmm/core/hilbert.hpp>
 #include <kfmm/core/host_device_bytes.hpp>
+#include <kfmm/core/huge_pages.hpp>
 #include <kfmm/core/sort.hpp>
 #include <kfmm/core/tree.hpp>
 #include <kfmm/fmm/distributed_tree.hpp>
@@ -196,6 +197,8 @@ class ForceSolver::Impl {
       } else if (relative()) {
         update_multipole_powers(0);
       }
+      // Preserving, not discarding: L2P overwrites only the targets' rows, and an estimating
+      // evaluation of an active call reads the others' (store_estimate).
       grow_preserving(phi_, std::size_t(n));
       grow_preserving(grad_, std::size_t(n));
     };
@@ -1123,8 +1126,10 @@ class ForceSolver::Impl {
   void write_results(Particles<MemorySpace> const& particles, int n) {
     std::size_t const capacity = particles.capacity();
     if (potential_.extent(0) != capacity) {
-      potential_ = ScalarView<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::potential"), capacity);
-      acceleration_ = Vec3View<double>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::acceleration"), capacity);
+      // Kept for the next calls (the caller reads them through potential() / acceleration()),
+      // so on huge pages from the kept Views' threshold: the first call writes them whole.
+      potential_ = allocate_kept<ScalarView<double>>("kfmm::solver::potential", capacity);
+      acceleration_ = allocate_kept<Vec3View<double>>("kfmm::solver::acceleration", capacity);
     }
     scale_results(n, potential_, acceleration_);
     fill_padding(potential_, acceleration_, n);

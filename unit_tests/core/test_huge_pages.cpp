@@ -74,6 +74,11 @@ TEST_F(HugePagesTest, GrownKeptHostViewsAreMarkedFromTheirOwnThreshold) {
   kfmm::ScalarView<double> discarded;
   kfmm::grow_discarding(discarded, rows, "discarded");
   EXPECT_NE(mapping_flags(discarded.data() + rows / 2).find(" hg"), std::string::npos);
+  kfmm::ScalarView<double> appended("appended", 1);
+  kfmm::grow_appending(appended, rows, 1);
+  EXPECT_NE(mapping_flags(appended.data() + rows / 2).find(" hg"), std::string::npos);
+  auto const kept = kfmm::allocate_kept<kfmm::ScalarView<double>>("kept", rows);
+  EXPECT_NE(mapping_flags(kept.data() + rows / 2).find(" hg"), std::string::npos);
   kfmm::ScalarView<double> small;
   kfmm::grow_discarding(small, 1000, "small");
   EXPECT_EQ(mapping_flags(small.data()).find(" hg"), std::string::npos);

@@ -1,6 +1,6 @@
-// grow_preserving / grow_discarding: content kept and new rows value-initialised (as
-// Kokkos::resize left them) for Views of rank 1 and 2, labels kept, slack as documented (their
-// huge pages: test_huge_pages.cpp).
+// grow_preserving / grow_appending / grow_discarding: content kept (all of it, or the rows in
+// use) and new rows value-initialised where promised (as Kokkos::resize left them) for Views of
+// rank 1 and 2, labels kept, slack as documented (their huge pages: test_huge_pages.cpp).
 #include <kfmm/core/types.hpp>
 #include <kfmm/core/view_growth.hpp>
 
@@ -50,6 +50,39 @@ TEST_F(ViewGrowthTest, GrowingAnEmptyViewGivesZeroedRows) {
   ASSERT_GE(view.extent(0), 3u);
   auto const grown = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), view);
   for (std::size_t i = 0; i < grown.extent(0); ++i) EXPECT_EQ(grown(i), 0.0);
+}
+
+TEST_F(ViewGrowthTest, AppendingKeepsTheUsedRowsRankOne) {
+  kfmm::ScalarView<std::int64_t> view("list", 10);
+  auto host = Kokkos::create_mirror_view(view);
+  for (int i = 0; i < 10; ++i) host(i) = 3 * i + 2;
+  Kokkos::deep_copy(view, host);
+  kfmm::grow_appending(view, 11, 6);
+  ASSERT_GE(view.extent(0), 11u);
+  EXPECT_EQ(view.extent(0), 31u);  // detail::grown_rows: 10 + 5 + 16
+  EXPECT_EQ(view.label(), "list");
+  auto const grown = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), view);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(grown(i), 3 * i + 2) << i;
+  auto const data = view.data();
+  kfmm::grow_appending(view, 31, 31);  // room enough: nothing moves
+  EXPECT_EQ(view.data(), data);
+}
+
+TEST_F(ViewGrowthTest, AppendingKeepsAtMostTheOldRowsOfLayoutLeftRankTwo) {
+  kfmm::Vec3View<double> view("positions", 5);
+  auto host = Kokkos::create_mirror_view(view);
+  for (int i = 0; i < 5; ++i)
+    for (int a = 0; a < 3; ++a) host(i, a) = 10.0 * i + a;
+  Kokkos::deep_copy(view, host);
+  kfmm::grow_appending(view, 1000, 50);  // more rows in use than the View has: all of them kept
+  ASSERT_GE(view.extent(0), 1000u);
+  EXPECT_EQ(view.extent(0), 1125u);  // n + n/8 beyond the half
+  auto const grown = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), view);
+  for (int i = 0; i < 5; ++i)
+    for (int a = 0; a < 3; ++a) EXPECT_EQ(grown(i, a), 10.0 * i + a) << i << " " << a;
+  kfmm::ScalarView<int> empty;
+  kfmm::grow_appending(empty, 4, 0);
+  EXPECT_GE(empty.extent(0), 4u);
 }
 
 TEST_F(ViewGrowthTest, DiscardingGrowsWithSlackAndTheNewLabel) {
