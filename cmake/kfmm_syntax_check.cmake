@@ -9,7 +9,8 @@
 #    `kokkos5_syntax_check` (label `unit`); the headers' location comes from the cache variable
 #    KFMM_KOKKOS5_INCLUDE (scripts/setup.sh prints it).
 #  - run by that test as `cmake -DCONFIG=<file> -P kfmm_syntax_check.cmake`: finds the files at
-#    test time (new files need no reconfigure), compiles them (sources in batches) two at a time and lists failures.
+#    test time (new files need no reconfigure), compiles them (sources in batches) two at a time
+#    from one queue and lists failures.
 # When the headers are missing the test prints "skipped: <reason>" and ctest reports it SKIPPED.
 
 set(KFMM_SYNTAX_CHECK_MODULES core comm fmm neighbors integrate io apps perf_tests)
@@ -55,6 +56,7 @@ if(NOT CMAKE_SCRIPT_MODE_FILE)
 endif()
 
 # ---- script mode: the check itself ----
+cmake_policy(SET CMP0057 NEW)  # IN_LIST
 include(${CONFIG})
 
 # Why the check cannot run, if it cannot.
@@ -143,37 +145,135 @@ foreach(module ${KFMM_SYNTAX_CHECK_MODULES})
   endif()
 endforeach()
 list(LENGTH units count)
-message("Kokkos ${kokkos_version} (${KOKKOS5_INCLUDE}), ${COMPILER} -std=c++20: checking ${count} units (headers alone, sources in batches)")
 
-# Two compilers at a time: execute_process runs its COMMANDs concurrently (as a pipeline; the
-# compilers write nothing to stdout). A failure is compiled again alone to show its diagnostics.
-set(failed)
-math(EXPR last "${count} - 1")
-foreach(i RANGE 0 ${last} 2)
-  math(EXPR j "${i} + 1")
-  list(GET units ${i} unit_a)
-  set(commands COMMAND ${COMPILER} ${flags} ${unit_a})
-  set(batch ${i})
-  if(j LESS count)
-    list(GET units ${j} unit_b)
-    list(APPEND commands COMMAND ${COMPILER} ${flags} ${unit_b})
-    list(APPEND batch ${j})
-  endif()
-  execute_process(${commands} RESULTS_VARIABLE results OUTPUT_QUIET ERROR_QUIET)
-  foreach(k RANGE 0 1)
-    list(LENGTH batch batch_size)
-    if(k LESS batch_size)
-      list(GET batch ${k} index)
-      list(GET results ${k} result)
-      list(GET names ${index} name)
-      if(result STREQUAL "0")
-        message("  ok    ${name}")
-      else()
-        message("  FAIL  ${name}")
-        list(APPEND failed ${index})
-      endif()
+# Kokkos_Core.hpp precompiled once: parsing it was most of each unit's time. A unit gets it
+# only when everything it checks includes Kokkos anyway (directly or through kfmm headers), so
+# what Kokkos brings along (the standard headers) cannot hide a missing include in a file that
+# does not include Kokkos; such files are checked without it. Found from the #include lines.
+set(kfmm_files)
+foreach(module ${KFMM_SYNTAX_CHECK_MODULES})
+  file(GLOB module_files RELATIVE ${SOURCE_DIR} ${SOURCE_DIR}/${module}/*.hpp ${SOURCE_DIR}/${module}/*.cpp)
+  list(APPEND kfmm_files ${module_files})
+endforeach()
+set(with_kokkos)
+foreach(file ${kfmm_files})
+  file(STRINGS ${SOURCE_DIR}/${file} lines REGEX "^#include [<\"]")
+  get_filename_component(dir ${file} DIRECTORY)
+  set(deps_${file})
+  foreach(line ${lines})
+    if(line MATCHES "^#include <Kokkos_")
+      list(APPEND with_kokkos ${file})
+    elseif(line MATCHES "^#include <kfmm/([a-z0-9_/]+[.]hpp)>")
+      list(APPEND deps_${file} ${CMAKE_MATCH_1})
+    elseif(line MATCHES "^#include \"([a-z0-9_]+[.]hpp)\"")
+      list(APPEND deps_${file} ${dir}/${CMAKE_MATCH_1})
     endif()
   endforeach()
+endforeach()
+set(changed TRUE)
+while(changed)
+  set(changed FALSE)
+  foreach(file ${kfmm_files})
+    if(NOT file IN_LIST with_kokkos)
+      foreach(dep ${deps_${file}})
+        if(dep IN_LIST with_kokkos)
+          list(APPEND with_kokkos ${file})
+          set(changed TRUE)
+          break()
+        endif()
+      endforeach()
+    endif()
+  endforeach()
+endwhile()
+set(pch ${WORK_DIR}/kokkos5_core.hpp)
+file(WRITE ${pch} "#include <Kokkos_Core.hpp>\n")
+list(REMOVE_ITEM flags -fsyntax-only)
+execute_process(COMMAND ${COMPILER} ${flags} -x c++-header ${pch} -o ${pch}.gch
+                RESULT_VARIABLE pch_result ERROR_VARIABLE pch_error OUTPUT_QUIET)
+list(APPEND flags -fsyntax-only)
+set(pch_flags)
+if(pch_result STREQUAL "0")
+  set(pch_flags -Winvalid-pch -include ${pch})
+else()
+  file(REMOVE ${pch}.gch)
+  message("Kokkos_Core.hpp could not be precompiled (every unit parses it):\n${pch_error}")
+endif()
+# pch_<i>: whether unit i gets the precompiled Kokkos_Core.hpp.
+set(precompiled 0)
+math(EXPR last "${count} - 1")
+foreach(i RANGE 0 ${last})
+  list(GET names ${i} name)
+  if(DEFINED members_${i})
+    set(checked ${members_${i}})
+  else()
+    set(checked ${name})
+  endif()
+  set(all_kokkos TRUE)
+  foreach(file ${checked})
+    if(NOT file IN_LIST with_kokkos)
+      set(all_kokkos FALSE)
+    endif()
+  endforeach()
+  set(pch_${i} 0)
+  if(all_kokkos AND pch_flags)
+    set(pch_${i} 1)
+    math(EXPR precompiled "${precompiled} + 1")
+  endif()
+endforeach()
+message("Kokkos ${kokkos_version} (${KOKKOS5_INCLUDE}), ${COMPILER} -std=c++20: checking ${count} units (headers alone, sources in batches; ${precompiled} with Kokkos_Core.hpp precompiled)")
+
+# Two compilers at a time from one queue (xargs -P 2), the batches (the longest units) first, so
+# that a long unit does not hold up the next one. A failure is compiled again alone (below).
+set(log_dir ${WORK_DIR}/logs)
+file(REMOVE_RECURSE ${log_dir})
+file(MAKE_DIRECTORY ${log_dir})
+list(JOIN flags " " flag_line)
+list(JOIN pch_flags " " pch_line)
+file(WRITE ${WORK_DIR}/check_one.sh
+  "#!/bin/sh\n"
+  "# check_one.sh INDEX PCH FILE: one unit of the check (PCH 1: with the precompiled Kokkos_Core.hpp);\n"
+  "# its exit code goes to logs/INDEX.status.\n"
+  "extra=\n"
+  "[ \"$2\" = 1 ] && extra=\"${pch_line}\"\n"
+  "\"${COMPILER}\" ${flag_line} $extra \"$3\" > /dev/null 2>&1\n"
+  "echo $? > \"${log_dir}/$1.status\"\n")
+# Batches by the bytes of their sources, largest first (a proxy for their compile time), then
+# the headers.
+set(batch_lines)
+set(header_lines)
+foreach(i RANGE 0 ${last})
+  list(GET units ${i} unit)
+  if(DEFINED members_${i})
+    set(bytes 0)
+    foreach(member ${members_${i}})
+      file(SIZE ${SOURCE_DIR}/${member} member_bytes)
+      math(EXPR bytes "${bytes} + ${member_bytes}")
+    endforeach()
+    math(EXPR sort_key "1000000000 + ${bytes}")  # fixed width: list(SORT) compares text
+    list(APPEND batch_lines "${sort_key}|${i} ${pch_${i}} ${unit}")
+  else()
+    list(APPEND header_lines "${i} ${pch_${i}} ${unit}")
+  endif()
+endforeach()
+list(SORT batch_lines ORDER DESCENDING)
+list(TRANSFORM batch_lines REPLACE "^[0-9]+[|]" "")
+set(job_lines ${batch_lines} ${header_lines})
+list(JOIN job_lines "\n" text)
+file(WRITE ${WORK_DIR}/units.txt "${text}\n")
+execute_process(COMMAND xargs -P 2 -L 1 -a ${WORK_DIR}/units.txt sh ${WORK_DIR}/check_one.sh)
+set(failed)
+foreach(i RANGE 0 ${last})
+  list(GET names ${i} name)
+  set(result 1)
+  if(EXISTS ${log_dir}/${i}.status)
+    file(STRINGS ${log_dir}/${i}.status result)
+  endif()
+  if(result STREQUAL "0")
+    message("  ok    ${name}")
+  else()
+    message("  FAIL  ${name}")
+    list(APPEND failed ${i})
+  endif()
 endforeach()
 
 # A failed batch: its files one by one; those results are the verdict.
