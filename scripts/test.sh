@@ -5,16 +5,18 @@
 #      the Kokkos 5.2.2 C++20 syntax check, the find_package test of the installed package;
 #   2. the CUDA compile check (`ctest -L cuda`): every library, app and unit-test source compiled
 #      by nvcc for sm_90 against Kokkos 5.2.2's headers (SKIPPED where nvcc is absent);
-#   3. ASan + UBSan build of the test executables in build-sanitizers/ (expansion order 7; the
-#      library instrumented, its expansion passes with ASan only, the tests' own code not:
-#      KFMM_SANITIZE_TESTS=OFF), their
+#   3. ASan + UBSan build of the test executables in build-sanitizers/ with clang++-14 (expansion
+#      order 7; the library instrumented, its expansion passes with ASan only, the tests' own code
+#      not: KFMM_SANITIZE_TESTS=OFF; configured for fuzzing too, so the same library serves the
+#      fuzz targets of stage 4), their
 #      one-rank tests at 2 threads in both kernel shapes (`ctest -L unit -LE 'slow|kokkos5|cuda|hard'
 #      -E '[.]np1[.]t1$|install|^apps[.]'`; the compile checks compile nothing sanitizers could see,
 #      the accuracy suite on hard distributions runs the code of the fmm suite on more inputs; two
 #      of the eight active-particle configurations, as in fmm.gpu_shape.active);
-#   4. fuzz (60 s per target): scripts/fuzz.sh 60 builds the libFuzzer targets of fuzz_tests/ with
-#      clang++-14 in build-fuzz/ and runs each for 60 s (run files, particle files structured and
-#      as raw bytes, restart files); a crash fails the stage and prints its reproducer.
+#   4. fuzz (60 s per target): scripts/fuzz.sh 60 builds the libFuzzer targets of fuzz_tests/ in
+#      build-sanitizers/ (on the library of stage 3; build-fuzz/ with KFMM_SKIP_SANITIZERS=1) and
+#      runs each for 60 s (run files, particle files structured and as raw bytes, restart files);
+#      a crash fails the stage and prints its reproducer.
 # Builds are incremental: a second run only rebuilds what changed.
 # Slow accuracy sweeps stay out (ctest label `slow`): run them with `ctest --test-dir build -L slow`.
 # Environment:
@@ -138,12 +140,20 @@ if [ "${KFMM_SKIP_SANITIZERS:-0}" != 1 ]; then
     SANITIZER_EXCLUDE="$SANITIZER_EXCLUDE:Cases/ActiveSolverTest.*/$config"
   done
 
-  if stage "configure sanitizers" configure "$SANITIZER_BUILD" -DKFMM_ENABLE_SANITIZERS=ON \
+  # clang++-14 with KFMM_ENABLE_FUZZING (ASan + UBSan, plus libFuzzer's coverage feedback): the
+  # fuzz stage links its targets against this library instead of building its own. A directory
+  # left by a g++ sanitizer build (before this was so) is started afresh: CMake cannot switch it.
+  if [ -f "$SANITIZER_BUILD/CMakeCache.txt" ] && ! grep -q '^KFMM_ENABLE_FUZZING:BOOL=ON$' "$SANITIZER_BUILD/CMakeCache.txt"; then
+    rm -rf "$SANITIZER_BUILD" && mkdir -p "$SANITIZER_BUILD"
+  fi
+  if stage "configure sanitizers" configure "$SANITIZER_BUILD" -DKFMM_ENABLE_FUZZING=ON \
+      -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_C_COMPILER=clang-14 \
       -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
       -DKFMM_ENABLE_BENCHMARKS=OFF -DKFMM_EXPANSION_ORDERS=7 -DKFMM_SANITIZE_TESTS=OFF \
       -DKFMM_TEST_EXCLUDE="$SANITIZER_EXCLUDE" \
     && stage "build sanitizers" build "$SANITIZER_BUILD" kfmm_test_core kfmm_test_comm kfmm_test_fmm \
          kfmm_test_neighbors kfmm_test_integrate kfmm_test_io; then
+    SANITIZER_BUILT=1
     # The tests set ASAN_OPTIONS=detect_leaks=0 themselves (MPI and Kokkos keep allocations
     # to exit); every other report aborts the test. One-rank tests at 2 threads, in both kernel
     # shapes (the 1-thread runs repeat the same code). Only the test executables are built: the
@@ -158,7 +168,10 @@ fi
 if [ "${KFMM_SKIP_FUZZ:-0}" != 1 ]; then
   # Includes the build of the fuzz targets (one expansion order, no tests); the setup it runs
   # again returns at once.
-  KFMM_FUZZ_BUILD_DIR=${KFMM_FUZZ_BUILD_DIR:-$ROOT/build-fuzz} KFMM_JOBS=$JOBS \
+  # On the sanitizer stage's library when it was built (only the fuzz targets are compiled).
+  FUZZ_BUILD=$ROOT/build-fuzz
+  [ "${SANITIZER_BUILT:-0}" = 1 ] && FUZZ_BUILD=$SANITIZER_BUILD
+  KFMM_FUZZ_BUILD_DIR=${KFMM_FUZZ_BUILD_DIR:-$FUZZ_BUILD} KFMM_JOBS=$JOBS \
     stage "fuzz (60 s per target)" bash "$ROOT/scripts/fuzz.sh" 60
 fi
 finish
