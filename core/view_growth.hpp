@@ -35,24 +35,9 @@ inline std::size_t grown_rows(std::size_t old, std::size_t n) {
 
 }  // namespace detail
 
-/// Makes `view` hold at least `n` rows, keeping its content (new rows value-initialised, as
-/// Kokkos::resize leaves them); grows as detail::grown_rows says. A growth is rare, so large
-/// host Views go on huge pages before their first touch (allocate_kept): the first call of a run
-/// (or of a bigger problem) otherwise pays a page fault per 4 KiB for every list it fills.
-template <class View>
-void grow_preserving(View& view, std::size_t n) {
-  std::size_t const old = view.extent(0);
-  if (old >= n) return;
-  std::size_t const rows = detail::grown_rows(old, n);
-  View next = allocate_kept<View>(view.label(), rows);
-  if (old > 0) Kokkos::deep_copy(detail::row_range(next, 0, old), view);
-  Kokkos::deep_copy(detail::row_range(next, old, rows), typename View::value_type{});
-  view = next;
-}
-
 /// Makes `view` hold at least `n` rows, keeping only its first `kept` rows (at most its
 /// extent) and leaving the others uninitialised: for a list appended to, whose rows beyond the
-/// used ones are written before they are read. Unlike grow_preserving, neither the unused tail
+/// used ones are written before they are read. Unlike grow_preserving (below), neither the unused tail
 /// of the old rows is copied nor the new ones filled, two passes over memory the first call of
 /// a run would otherwise make for every list it grows.
 template <class View>
@@ -64,6 +49,18 @@ void grow_appending(View& view, std::size_t n, std::size_t kept) {
   kept = kept < old ? kept : old;
   if (kept > 0) Kokkos::deep_copy(detail::row_range(next, 0, kept), detail::row_range(view, 0, kept));
   view = next;
+}
+
+/// Makes `view` hold at least `n` rows, keeping its content (new rows value-initialised, as
+/// Kokkos::resize leaves them); grows as detail::grown_rows says. A growth is rare, so large
+/// host Views go on huge pages before their first touch (allocate_kept): the first call of a run
+/// (or of a bigger problem) otherwise pays a page fault per 4 KiB for every list it fills.
+template <class View>
+void grow_preserving(View& view, std::size_t n) {
+  std::size_t const old = view.extent(0);
+  if (old >= n) return;
+  grow_appending(view, n, old);
+  Kokkos::deep_copy(detail::row_range(view, old, view.extent(0)), typename View::value_type{});
 }
 
 /// Makes `view` hold at least `n` rows, discarding its content: for scratch that is rewritten

@@ -11,7 +11,25 @@
 
 namespace {
 
-class ViewGrowthTest : public testing::Test {};
+class ViewGrowthTest : public testing::Test {
+ protected:
+  // `rows` positions with row i = (10 i, 10 i + 1, 10 i + 2).
+  static kfmm::Vec3View<double> numbered_positions(int rows) {
+    kfmm::Vec3View<double> view("positions", rows);
+    auto host = Kokkos::create_mirror_view(view);
+    for (int i = 0; i < rows; ++i)
+      for (int a = 0; a < 3; ++a) host(i, a) = 10.0 * i + a;
+    Kokkos::deep_copy(view, host);
+    return view;
+  }
+  // Host copy of `view` after checking that its first `rows` rows are still numbered_positions'.
+  static auto expect_numbered_rows(kfmm::Vec3View<double> const& view, int rows) {
+    auto const grown = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), view);
+    for (int i = 0; i < rows; ++i)
+      for (int a = 0; a < 3; ++a) EXPECT_EQ(grown(i, a), 10.0 * i + a) << i << " " << a;
+    return grown;
+  }
+};
 
 TEST_F(ViewGrowthTest, PreservingKeepsRowsAndZeroesNewOnesRankOne) {
   kfmm::ScalarView<std::int64_t> view("kept", 10);
@@ -30,16 +48,10 @@ TEST_F(ViewGrowthTest, PreservingKeepsRowsAndZeroesNewOnesRankOne) {
 }
 
 TEST_F(ViewGrowthTest, PreservingKeepsRowsOfLayoutLeftRankTwo) {
-  kfmm::Vec3View<double> view("positions", 5);
-  auto host = Kokkos::create_mirror_view(view);
-  for (int i = 0; i < 5; ++i)
-    for (int a = 0; a < 3; ++a) host(i, a) = 10.0 * i + a;
-  Kokkos::deep_copy(view, host);
+  auto view = numbered_positions(5);
   kfmm::grow_preserving(view, 1000);
   ASSERT_GE(view.extent(0), 1000u);
-  auto const grown = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), view);
-  for (int i = 0; i < 5; ++i)
-    for (int a = 0; a < 3; ++a) EXPECT_EQ(grown(i, a), 10.0 * i + a) << i << " " << a;
+  auto const grown = expect_numbered_rows(view, 5);
   for (std::size_t i = 5; i < grown.extent(0); ++i)
     for (int a = 0; a < 3; ++a) EXPECT_EQ(grown(i, a), 0.0) << i << " " << a;
 }
@@ -69,17 +81,11 @@ TEST_F(ViewGrowthTest, AppendingKeepsTheUsedRowsRankOne) {
 }
 
 TEST_F(ViewGrowthTest, AppendingKeepsAtMostTheOldRowsOfLayoutLeftRankTwo) {
-  kfmm::Vec3View<double> view("positions", 5);
-  auto host = Kokkos::create_mirror_view(view);
-  for (int i = 0; i < 5; ++i)
-    for (int a = 0; a < 3; ++a) host(i, a) = 10.0 * i + a;
-  Kokkos::deep_copy(view, host);
+  auto view = numbered_positions(5);
   kfmm::grow_appending(view, 1000, 50);  // more rows in use than the View has: all of them kept
   ASSERT_GE(view.extent(0), 1000u);
   EXPECT_EQ(view.extent(0), 1125u);  // n + n/8 beyond the half
-  auto const grown = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), view);
-  for (int i = 0; i < 5; ++i)
-    for (int a = 0; a < 3; ++a) EXPECT_EQ(grown(i, a), 10.0 * i + a) << i << " " << a;
+  expect_numbered_rows(view, 5);
   kfmm::ScalarView<int> empty;
   kfmm::grow_appending(empty, 4, 0);
   EXPECT_GE(empty.extent(0), 4u);
