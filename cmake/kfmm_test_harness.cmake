@@ -16,8 +16,6 @@ function(kfmm_add_test_executable name)
   # The library's code generation, so that header kernels (e.g. the AVX-512 lane transpose)
   # are tested in the form the library runs them.
   target_compile_options(${name} PRIVATE -fno-math-errno $<$<BOOL:${KFMM_ENABLE_NATIVE}>:-march=native>)
-  # As for the library: clang's fold-expression nesting limit (256) is below the expansions' 330 terms.
-  target_compile_options(${name} PRIVATE $<$<COMPILE_LANG_AND_ID:CXX,Clang>:-fbracket-depth=1024>)
   # Sanitizer instrumentation triples the compile time of a test file. Without it the library
   # stays instrumented (linked -Bsymbolic-functions, it calls its own copies of header templates)
   # and the runtime still checks every heap block; only the test bodies go unchecked.

@@ -4,11 +4,11 @@
 /// by the per-order translation units expansion_pass_pN.cpp (one per order keeps builds parallel).
 #include <kfmm/core/huge_pages.hpp>
 #include <kfmm/core/kernel_shape.hpp>
+#include <kfmm/core/view_growth.hpp>
 #include <kfmm/fmm/expansion.hpp>
 #include <kfmm/fmm/expansion_pass.hpp>
 #include <kfmm/fmm/expansion_teams.hpp>
 #include <kfmm/fmm/multipole_power.hpp>
-#include <kfmm/core/view_growth.hpp>
 #include <kfmm/fmm/p2p.hpp>
 
 namespace kfmm::detail {
