@@ -183,13 +183,14 @@ void bench(Environment const& environment, BenchOptions const& options, FMMConfi
         "\"bytes_received_max\": {}, \"imported_nodes_max\": {}, \"imported_particles_max\": {}, "
         "\"host_device_bytes_max\": {}, "
         "\"cost_imbalance\": {:.4g}, \"samples\": {}, \"force_l2\": {:.4g}, \"median\": {:.4g}, \"p99\": {:.4g}, \"p999\": {:.4g}, "
-        "\"max\": {:.4g}, \"potential_l2\": {:.4g}, {}}}\n",
+        "\"max\": {:.4g}, \"max_id\": {}, \"max_radius\": {:.4g}, \"potential_l2\": {:.4g}, {}}}\n",
         source, particles.num_total, context.size(), environment.threads(), config.order, config.theta,
         to_string(config.opening), config.tolerance, config.leaf_size, to_string(config.precision), to_string(config.softening), config.softening_length,
         use_gpu_shape<ExecutionSpace>() ? "gpu" : "cpu", slowest_total, first_slowest[0], first_slowest[1], rate, phase_json, last.p2p_pairs, last.m2l, last.nodes, last.leaves, last.particles_min,
         last.particles_max, last.bytes_sent_max, last.bytes_received_max, imported_max[0], imported_max[1],
         imported_max[2], last.cost_imbalance, accuracy.samples, accuracy.force_l2,
-        accuracy.median, accuracy.p99, accuracy.p999, accuracy.max, accuracy.potential_l2, memory_json);
+        accuracy.median, accuracy.p99, accuracy.p999, accuracy.max, accuracy.max_id, accuracy.max_radius,
+        accuracy.potential_l2, memory_json);
     return;
   }
   std::string const mac = config.opening == OpeningCriterion::Relative

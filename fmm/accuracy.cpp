@@ -51,7 +51,12 @@ AccuracyReport measure_accuracy(Context const& context, Particles<MemorySpace> c
              direct_pot, direct_acc);
   auto const dp = Kokkos::create_mirror_view_and_copy(HostSpace(), direct_pot);
   auto const da = Kokkos::create_mirror_view_and_copy(HostSpace(), direct_acc);
-  double sums[4] = {0, 0, 0, 0};
+  // sums: squared errors and norms (4), then Σ m and Σ m x over every local particle (4).
+  double sums[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (std::size_t i = 0; i < host.num; ++i) {
+    sums[4] += host.mass(i);
+    for (int k = 0; k < 3; ++k) sums[5 + k] += host.mass(i) * host.pos(i, k);
+  }
   std::vector<double> relative(m);
   for (std::size_t t = 0; t < m; ++t) {
     std::size_t const i = chosen[t];
@@ -66,8 +71,8 @@ AccuracyReport measure_accuracy(Context const& context, Particles<MemorySpace> c
     sums[3] += dp(t) * dp(t);
     relative[t] = r2 > 0 ? std::sqrt(d2 / r2) : std::sqrt(d2);
   }
-  double global[4];
-  MPI_Allreduce(sums, global, 4, MPI_DOUBLE, MPI_SUM, context.comm());
+  double global[8];
+  MPI_Allreduce(sums, global, 8, MPI_DOUBLE, MPI_SUM, context.comm());
   int const count = static_cast<int>(m);
   std::vector<int> counts(context.size()), offsets(context.size() + 1, 0);
   MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, context.comm());
@@ -86,14 +91,44 @@ AccuracyReport measure_accuracy(Context const& context, Particles<MemorySpace> c
   report.p99 = quantile(0.99);
   report.p999 = quantile(0.999);
   report.max = all.back();
+  // The largest error's particle: the rank holding it (the lowest on ties) describes it.
+  struct {
+    double value;
+    int rank;
+  } local{-1.0, context.rank()}, largest{0.0, 0};
+  std::size_t worst = 0;
+  for (std::size_t t = 0; t < m; ++t)
+    if (relative[t] > local.value) {
+      local.value = relative[t];
+      worst = t;
+    }
+  MPI_Allreduce(&local, &largest, 1, MPI_DOUBLE_INT, MPI_MAXLOC, context.comm());
+  double where[4] = {0, 0, 0, 0};  // position and |a_direct| of the worst target
+  std::uint64_t worst_id = 0;
+  if (largest.rank == context.rank() && m > 0) {
+    for (int k = 0; k < 3; ++k) where[k] = host.pos(chosen[worst], k);
+    where[3] = std::sqrt(da(worst, 0) * da(worst, 0) + da(worst, 1) * da(worst, 1) + da(worst, 2) * da(worst, 2));
+    worst_id = host.id(chosen[worst]);
+  }
+  MPI_Bcast(where, 4, MPI_DOUBLE, largest.rank, context.comm());
+  MPI_Bcast(&worst_id, 1, MPI_UINT64_T, largest.rank, context.comm());
+  double r2 = 0;
+  for (int k = 0; k < 3; ++k) {
+    double const centre = global[4] > 0 ? global[5 + k] / global[4] : 0.0;
+    r2 += (where[k] - centre) * (where[k] - centre);
+  }
+  report.max_id = worst_id;
+  report.max_radius = std::sqrt(r2);
+  report.max_magnitude = where[3];
   return report;
 }
 
 std::string describe(AccuracyReport const& report) {
   return fmt::format("accuracy vs direct summation ({} targets): force E = {:.3g}, median {:.3g}, 99% {:.3g}, "
-                     "99.9% {:.3g}, max {:.3g}; potential {:.3g}",
+                     "99.9% {:.3g}, max {:.3g} (id {}, r = {:.3g} from the centre of mass, |a| = {:.3g}); "
+                     "potential {:.3g}",
                      report.samples, report.force_l2, report.median, report.p99, report.p999, report.max,
-                     report.potential_l2);
+                     report.max_id, report.max_radius, report.max_magnitude, report.potential_l2);
 }
 
 }  // namespace kfmm

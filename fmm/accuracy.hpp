@@ -19,6 +19,11 @@ struct AccuracyReport {
   double p999 = 0;          ///< 99.9th percentile
   double max = 0;
   double potential_l2 = 0;  ///< sqrt(Σ(φ − φ_direct)² / Σφ_direct²)
+  /// Where the largest error is, so that a tail can be traced to its particle: its id, its
+  /// distance from the centre of mass of all particles, and its |a_direct|.
+  std::uint64_t max_id = 0;
+  double max_radius = 0;
+  double max_magnitude = 0;
 };
 
 /// \brief Compares `potential` and `acceleration` (aligned with `particles`) with double
@@ -30,7 +35,7 @@ AccuracyReport measure_accuracy(Context const& context, Particles<MemorySpace> c
                                 FMMConfig const& config, std::uint64_t samples);
 
 /// One line: "accuracy vs direct summation (N targets): force E = …, median …, 99% …, 99.9% …,
-/// max …; potential …".
+/// max … (id …, r = … from the centre of mass, |a| = …); potential …".
 std::string describe(AccuracyReport const& report);
 
 }  // namespace kfmm

@@ -1,0 +1,103 @@
+// measure_accuracy: the error statistics against direct summation and where the largest error is,
+// at any rank count (the particles are spread over all ranks of the test).
+#include <kfmm/comm/initial_conditions.hpp>
+#include <kfmm/fmm/accuracy.hpp>
+#include <kfmm/fmm/direct.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+namespace {
+
+using namespace kfmm;
+
+class AccuracyReportTest : public testing::Test {
+ protected:
+  Context world;
+  FMMConfig config;
+
+  Particles<MemorySpace> clumps(std::uint64_t n) {
+    ICOptions options;
+    options.kind = ICKind::GaussianClumps;
+    options.n_total = n;
+    options.seed = 11;
+    return to_device(make_initial_conditions(world, options));
+  }
+
+  // Centre of mass of all ranks' particles.
+  void centre_of_mass(Particles<MemorySpace> const& particles, double centre[3]) {
+    auto const host = to_host(particles);
+    double sums[4] = {0, 0, 0, 0};
+    for (std::size_t i = 0; i < host.num; ++i) {
+      sums[0] += host.mass(i);
+      for (int k = 0; k < 3; ++k) sums[1 + k] += host.mass(i) * host.pos(i, k);
+    }
+    double global[4];
+    MPI_Allreduce(sums, global, 4, MPI_DOUBLE, MPI_SUM, world.comm());
+    for (int k = 0; k < 3; ++k) centre[k] = global[1 + k] / global[0];
+  }
+};
+
+// The exact forces with one particle's acceleration scaled by 1.05 (a relative error of 0.05)
+// and another's by 1.01: the report's largest error is 0.05, at that particle's id, distance
+// from the centre of mass and |a|.
+TEST_F(AccuracyReportTest, LargestErrorNamesItsParticle) {
+  auto const particles = clumps(3000);
+  ScalarView<double> potential;
+  Vec3View<double> acceleration;
+  direct_sum_all(world, particles, config.softening, config.softening_length, config.G, potential, acceleration);
+  std::uint64_t const worst_id = 1234, other_id = 77;
+  auto const host = to_host(particles);
+  auto acc = Kokkos::create_mirror_view_and_copy(HostSpace(), acceleration);
+  double expected[4] = {0, 0, 0, 0};  // position and |a| of the worst particle, on its rank
+  int holder = 0;
+  for (std::size_t i = 0; i < host.num; ++i) {
+    double const factor = host.id(i) == worst_id ? 1.05 : host.id(i) == other_id ? 1.01 : 1.0;
+    if (host.id(i) == worst_id) {
+      for (int k = 0; k < 3; ++k) expected[k] = host.pos(i, k);
+      expected[3] = std::sqrt(acc(i, 0) * acc(i, 0) + acc(i, 1) * acc(i, 1) + acc(i, 2) * acc(i, 2));
+      holder = 1;
+    }
+    for (int k = 0; k < 3; ++k) acc(i, k) *= factor;
+  }
+  Kokkos::deep_copy(acceleration, acc);
+  double global[4];
+  MPI_Allreduce(expected, global, 4, MPI_DOUBLE, MPI_SUM, world.comm());
+  int holders = 0;
+  MPI_Allreduce(&holder, &holders, 1, MPI_INT, MPI_SUM, world.comm());
+  ASSERT_EQ(holders, 1) << "particle id " << worst_id << " is not in the set";
+  double centre[3];
+  centre_of_mass(particles, centre);
+  double r2 = 0;
+  for (int k = 0; k < 3; ++k) r2 += (global[k] - centre[k]) * (global[k] - centre[k]);
+
+  AccuracyReport const report = measure_accuracy(world, particles, potential, acceleration, config, 3000);
+  EXPECT_EQ(report.samples, 3000u);
+  EXPECT_NEAR(report.max, 0.05, 1e-12);
+  EXPECT_EQ(report.max_id, worst_id);
+  EXPECT_NEAR(report.max_radius, std::sqrt(r2), 1e-12 * (1 + std::sqrt(r2)));
+  EXPECT_NEAR(report.max_magnitude, global[3], 1e-12 * global[3]);
+  EXPECT_LT(report.p999, 0.05);
+  std::string const line = describe(report);
+  EXPECT_NE(line.find("max 0.05 (id 1234, r = "), std::string::npos) << line;
+}
+
+// The forces of direct summation itself: every error is at round-off; the report still names a
+// sampled particle.
+TEST_F(AccuracyReportTest, ExactForcesGiveZeroErrors) {
+  auto const particles = clumps(500);
+  ScalarView<double> potential;
+  Vec3View<double> acceleration;
+  direct_sum_all(world, particles, config.softening, config.softening_length, config.G, potential, acceleration);
+  AccuracyReport const report = measure_accuracy(world, particles, potential, acceleration, config, 500);
+  EXPECT_EQ(report.samples, 500u);
+  EXPECT_LE(report.max, 1e-13);
+  EXPECT_LE(report.force_l2, 1e-13);
+  EXPECT_GT(report.max_magnitude, 0.0);
+  EXPECT_GE(report.max_id, 1u);
+}
+
+}  // namespace
