@@ -4,6 +4,7 @@
 /// stable counting sort of the elements by destination rank (bins 0..R−1, bin R for dropped
 /// elements). Only R + 1 offsets, the first bad element and the self rows' bounds reach the
 /// host; the per-element destinations and order stay on the device.
+#include <kfmm/comm/export_order_pool.hpp>
 #include <kfmm/core/error.hpp>
 #include <kfmm/core/kokkos_compat.hpp>
 #include <kfmm/core/view_growth.hpp>
@@ -147,8 +148,8 @@ struct ExportOrder {
 };
 
 /// Sorts the first `n` destinations (each should be −1 or a rank in [0, ranks) that is a
-/// partner when `partners_host` is given) stably by rank into `order` (resized to hold the
-/// exports, reallocated only when it is too small); others are dropped and the first of them
+/// partner when `partners_host` is given) stably by rank into `order` (kept when it holds the
+/// exports, else replaced by one lent from export_order_pool()); others are dropped and the first of them
 /// reported. Kernels on `space`; R + 1 offsets and three scalars cross to the host.
 template <class ExecutionSpace, class Memory>
 ExportOrder build_export_order(ExecutionSpace const& space, Kokkos::View<int const*, Memory> const& destinations,
@@ -196,9 +197,7 @@ ExportOrder build_export_order(ExecutionSpace const& space, Kokkos::View<int con
   if (self_count > 0 && scan.self_last - scan.self_first + 1 == self_count) result.self_first = scan.self_first;
 
   std::size_t const exports = host_offsets(ranks);
-  if (order.extent(0) < exports)
-    order = Kokkos::View<std::size_t*, Memory>(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::exchange_plan::export_order"), exports);
+  if (order.extent(0) < exports) order = export_order_pool<Memory>().lend(exports);
   scatter_export_order(space, rows, ranks, partners, check_partners, bins, blocks, order);
   return result;
 }

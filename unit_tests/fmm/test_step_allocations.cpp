@@ -21,13 +21,6 @@ using test::drift;
 
 using AllocationLog = std::vector<std::pair<std::string, std::uint64_t>>;
 
-// On several ranks, each ExchangePlan still allocates its own export order (one plan per walk
-// level and one for the decomposition; a pool of orders is not built yet): printed, not
-// asserted. Every other label (the walk's imports and requests, the top tree, the solver, the
-// sorts, the decomposition, the plans' shared scratch and staging buffers) is asserted. On one
-// rank nothing is excluded.
-bool made_by_plan_or_decomposition(std::string const& label) { return label == "kfmm::exchange_plan::export_order"; }
-
 class StepAllocationsTest : public testing::Test {
  protected:
   Context world;
@@ -66,26 +59,20 @@ class StepAllocationsTest : public testing::Test {
     return text;
   }
 
-  // The first `sizing` steps size the buffers; every later step allocates nothing (on several
-  // ranks: nothing but the excluded labels, which are printed). Prints the counts of each step.
-  // On several ranks one step more: the first call's domains balance the particle count, the
-  // second's the measured cost, which moves what crosses the boundaries.
+  // The first `sizing` steps size the buffers; every later step allocates nothing, the
+  // ExchangePlans' export orders included (lent from export_order_pool()). Prints the counts of
+  // each step. On several ranks one step more: the first call's domains balance the particle
+  // count, the second's the measured cost, which moves what crosses the boundaries.
   void expect_no_allocations_after(std::vector<AllocationLog> const& per_step, int sizing) {
     EXPECT_FALSE(per_step.front().empty()) << "the first step must allocate (the counting works)";
     bool const several = world.size() > 1;
     if (several) ++sizing;
     for (std::size_t step = 0; step < per_step.size(); ++step) {
-      AllocationLog counted, excluded;
-      for (auto const& entry : per_step[step])
-        (several && made_by_plan_or_decomposition(entry.first) ? excluded : counted).push_back(entry);
-      std::printf("rank %d of %d, step %zu: %zu allocations (%zu counted, %zu export "
-                  "orders)\n",
-                  world.rank(), world.size(), step, per_step[step].size(), counted.size(), excluded.size());
+      AllocationLog const& made = per_step[step];
+      std::printf("rank %d of %d, step %zu: %zu allocations\n", world.rank(), world.size(), step, made.size());
       if (static_cast<int>(step) < sizing) continue;
-      if (!excluded.empty())
-        std::printf("rank %d, step %zu, not counted:%s\n", world.rank(), step, describe(excluded).c_str());
-      EXPECT_TRUE(counted.empty()) << "step " << step << " on rank " << world.rank() << " allocated "
-                                   << counted.size() << " Views:" << describe(counted);
+      EXPECT_TRUE(made.empty()) << "step " << step << " on rank " << world.rank() << " allocated " << made.size()
+                                << " Views:" << describe(made);
     }
   }
 };

@@ -1,0 +1,66 @@
+#pragma once
+/// \file
+/// \brief Export orders lent to ExchangePlans from one pool per memory space and Kokkos
+/// session, so that the plans a solver builds at every step (the decomposition's, one per walk
+/// level, the answers') take the orders of the plans of earlier steps instead of allocating
+/// their own.
+#include <kfmm/core/session_scratch.hpp>
+
+#include <Kokkos_Core.hpp>
+
+#include <cstddef>
+#include <vector>
+
+namespace kfmm::detail {
+
+/// \brief The pooled orders. One is free when the pool holds its only reference
+/// (use_count() == 1): the plan that had it is gone, so plans return nothing explicitly, and a
+/// copied plan keeps its order for as long as any copy lives. A plan's kernels run on its
+/// execution space instance in order with the next plan's, so an order is lent again as soon as
+/// no host object refers to it.
+template <class Memory>
+struct ExportOrderPool {
+  using Order = Kokkos::View<std::size_t*, Memory>;
+  /// Orders kept at most; beyond, the smallest free one makes room (or a new one stays unpooled).
+  static constexpr std::size_t max_orders = 64;
+  std::vector<Order> orders;
+
+  /// A free order of at least n elements (the shortest that fits), else a new one with an
+  /// eighth more room, so that a plan whose exports grow a little next step finds it again.
+  Order lend(std::size_t n) {
+    std::size_t best = orders.size();
+    for (std::size_t i = 0; i < orders.size(); ++i)
+      if (orders[i].use_count() == 1 && orders[i].extent(0) >= n &&
+          (best == orders.size() || orders[i].extent(0) < orders[best].extent(0)))
+        best = i;
+    if (best < orders.size()) return orders[best];
+    Order fresh(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::exchange_plan::export_order"), n + n / 8);
+    if (orders.size() >= max_orders) drop_smallest_free();
+    if (orders.size() < max_orders) orders.push_back(fresh);
+    return fresh;
+  }
+
+  /// Orders lent now (held by a plan as well as by the pool).
+  std::size_t lent() const {
+    std::size_t count = 0;
+    for (auto const& order : orders) count += order.use_count() > 1 ? 1 : 0;
+    return count;
+  }
+
+ private:
+  void drop_smallest_free() {
+    std::size_t smallest = orders.size();
+    for (std::size_t i = 0; i < orders.size(); ++i)
+      if (orders[i].use_count() == 1 && (smallest == orders.size() || orders[i].extent(0) < orders[smallest].extent(0)))
+        smallest = i;
+    if (smallest < orders.size()) orders.erase(orders.begin() + static_cast<std::ptrdiff_t>(smallest));
+  }
+};
+
+/// The pool of this memory space (released when Kokkos finalizes).
+template <class Memory>
+ExportOrderPool<Memory>& export_order_pool() {
+  return session_scratch<ExportOrderPool<Memory>>();
+}
+
+}  // namespace kfmm::detail
