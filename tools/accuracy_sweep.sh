@@ -5,7 +5,8 @@
 # "--mac relative --tolerance 1e-3"); every setting runs on every kind of KFMM_SWEEP_KINDS.
 # Prints one Markdown row per (kind, setting): seconds per evaluation (and of the first, which
 # for --mac relative includes estimating |a|), P2P pairs and M2L per particle, force E,
-# per-particle p99, p99.9 and max of the relative force error against double direct summation.
+# per-particle p99, p99.9 and max of the relative force error against double direct summation,
+# and where the max is (its particle's distance from the centre of mass).
 # Environment: KFMM_SWEEP_N (particles, default 20000), KFMM_SWEEP_SAMPLES (targets checked,
 # default all), KFMM_SWEEP_KINDS (default: every kind of `kfmm ic`), KFMM_SWEEP_REPEAT (2),
 # KFMM_SWEEP_SOFTENING (Plummer ε, 1e-3).
@@ -22,8 +23,8 @@ REPEAT=${KFMM_SWEEP_REPEAT:-2}
 SOFTENING=${KFMM_SWEEP_SOFTENING:-1e-3}
 [ -x "$KFMM" ] || { echo "no kfmm binary at '$KFMM'; build it or pass its path" >&2; exit 2; }
 
-printf '| kind | setting | s / evaluation | first s | P2P / particle | M2L / particle | E | p99 | p99.9 | max |\n'
-printf '|---|---|---|---|---|---|---|---|---|---|\n'
+printf '| kind | setting | s / evaluation | first s | P2P / particle | M2L / particle | E | p99 | p99.9 | max | max at r |\n'
+printf '|---|---|---|---|---|---|---|---|---|---|---|\n'
 for kind in $KINDS; do
   for setting in "$@"; do
     # shellcheck disable=SC2086  # the setting is a list of options
@@ -32,9 +33,9 @@ for kind in $KINDS; do
     python3 -c '
 import json, sys
 r = json.loads(sys.argv[1])
-print("| {} | {} | {:.3f} | {:.3f} | {:.0f} | {:.1f} | {:.2e} | {:.2e} | {:.2e} | {:.2e} |".format(
+print("| {} | {} | {:.3f} | {:.3f} | {:.0f} | {:.1f} | {:.2e} | {:.2e} | {:.2e} | {:.2e} | {:.3g} |".format(
     sys.argv[2], sys.argv[3], r["seconds"], r["first_seconds"], r["p2p_pairs"] / r["n"], r["m2l"] / r["n"],
-    r["force_l2"], r["p99"], r["p999"], r["max"]))
+    r["force_l2"], r["p99"], r["p999"], r["max"], r["max_radius"]))
 ' "$json" "$kind" "$setting"
   done
 done
