@@ -28,14 +28,13 @@ struct ExportOrderPool {
   /// A free order of at least n elements (the shortest that fits), else a new one with an
   /// eighth more room, so that a plan whose exports grow a little next step finds it again.
   Order lend(std::size_t n) {
-    std::size_t best = orders.size();
-    for (std::size_t i = 0; i < orders.size(); ++i)
-      if (orders[i].use_count() == 1 && orders[i].extent(0) >= n &&
-          (best == orders.size() || orders[i].extent(0) < orders[best].extent(0)))
-        best = i;
+    std::size_t const best = shortest_free(n);
     if (best < orders.size()) return orders[best];
     Order fresh(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::exchange_plan::export_order"), n + n / 8);
-    if (orders.size() >= max_orders) drop_smallest_free();
+    if (orders.size() >= max_orders) {
+      std::size_t const smallest = shortest_free(0);
+      if (smallest < orders.size()) orders.erase(orders.begin() + static_cast<std::ptrdiff_t>(smallest));
+    }
     if (orders.size() < max_orders) orders.push_back(fresh);
     return fresh;
   }
@@ -48,12 +47,14 @@ struct ExportOrderPool {
   }
 
  private:
-  void drop_smallest_free() {
-    std::size_t smallest = orders.size();
+  /// Index of the shortest free order of at least n elements; orders.size() if there is none.
+  std::size_t shortest_free(std::size_t n) const {
+    std::size_t best = orders.size();
     for (std::size_t i = 0; i < orders.size(); ++i)
-      if (orders[i].use_count() == 1 && (smallest == orders.size() || orders[i].extent(0) < orders[smallest].extent(0)))
-        smallest = i;
-    if (smallest < orders.size()) orders.erase(orders.begin() + static_cast<std::ptrdiff_t>(smallest));
+      if (orders[i].use_count() == 1 && orders[i].extent(0) >= n &&
+          (best == orders.size() || orders[i].extent(0) < orders[best].extent(0)))
+        best = i;
+    return best;
   }
 };
 

@@ -1,6 +1,6 @@
 // measure_accuracy: the error statistics against direct summation and where the largest error is,
 // at any rank count (the particles are spread over all ranks of the test).
-#include <kfmm/comm/initial_conditions.hpp>
+#include "drifting_clumps.hpp"
 #include <kfmm/fmm/accuracy.hpp>
 #include <kfmm/fmm/direct.hpp>
 
@@ -18,14 +18,6 @@ class AccuracyReportTest : public testing::Test {
  protected:
   Context world;
   FMMConfig config;
-
-  Particles<MemorySpace> clumps(std::uint64_t n) {
-    ICOptions options;
-    options.kind = ICKind::GaussianClumps;
-    options.n_total = n;
-    options.seed = 11;
-    return to_device(make_initial_conditions(world, options));
-  }
 
   // Centre of mass of all ranks' particles.
   void centre_of_mass(Particles<MemorySpace> const& particles, double centre[3]) {
@@ -45,7 +37,7 @@ class AccuracyReportTest : public testing::Test {
 // and another's by 1.01: the report's largest error is 0.05, at that particle's id, distance
 // from the centre of mass and |a|.
 TEST_F(AccuracyReportTest, LargestErrorNamesItsParticle) {
-  auto const particles = clumps(3000);
+  auto const particles = test::clumps(world, 3000, 11);
   ScalarView<double> potential;
   Vec3View<double> acceleration;
   direct_sum_all(world, particles, config.softening, config.softening_length, config.G, potential, acceleration);
@@ -88,7 +80,7 @@ TEST_F(AccuracyReportTest, LargestErrorNamesItsParticle) {
 // The forces of direct summation itself: every error is at round-off; the report still names a
 // sampled particle.
 TEST_F(AccuracyReportTest, ExactForcesGiveZeroErrors) {
-  auto const particles = clumps(500);
+  auto const particles = test::clumps(world, 500, 11);
   ScalarView<double> potential;
   Vec3View<double> acceleration;
   direct_sum_all(world, particles, config.softening, config.softening_length, config.G, potential, acceleration);

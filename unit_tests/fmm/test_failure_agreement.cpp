@@ -3,7 +3,7 @@
 // are injected at the solver's fault points (KFMM_FAULT_INJECTION's `throw` action, armed in
 // process), standing in for a full device or a limit met on that rank alone. ctest runs the
 // cases at 1 and 3 ranks (fmm.*) and at 2 and 4 (fmm.failure_agreement.*).
-#include <kfmm/comm/initial_conditions.hpp>
+#include "drifting_clumps.hpp"
 #include <kfmm/core/fault_injection.hpp>
 #include <kfmm/fmm/solver.hpp>
 
@@ -62,13 +62,7 @@ class FailureAgreementTest : public testing::TestWithParam<Case> {
 
   void TearDown() override { fault_injection::arm(""); }
 
-  Particles<MemorySpace> make(std::uint64_t n) {
-    ICOptions options;
-    options.kind = ICKind::GaussianClumps;
-    options.n_total = n;
-    options.seed = 11;
-    return to_device(make_initial_conditions(world, options));
-  }
+  Particles<MemorySpace> make(std::uint64_t n) { return test::clumps(world, n, 11); }
 };
 
 bool distributed_only(std::string const& point) {
