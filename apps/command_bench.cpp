@@ -178,7 +178,7 @@ void bench(Environment const& environment, BenchOptions const& options, FMMConfi
         "{{\"source\": \"{}\", \"n\": {}, \"ranks\": {}, \"threads_per_rank\": {}, \"order\": {}, \"theta\": {}, \"mac\": \"{}\", \"tolerance\": {}, "
         "\"leaf_size\": {}, \"precision\": \"{}\", \"kernel\": \"{}\", \"softening\": {}, \"kernel_shape\": \"{}\", "
         "\"seconds\": {:.6g}, \"first_seconds\": {:.6g}, \"estimate_seconds\": {:.6g}, "
-        "\"particles_per_second\": {:.6g}, \"phases\": {{{}}}, \"p2p_pairs\": {}, \"m2l\": {}, \"nodes\": {}, "
+        "\"particles_per_second\": {:.6g}, \"phases\": {{{}}}, \"p2p_pairs\": {}, \"m2l\": {}, \"m2p\": {}, \"nodes\": {}, "
         "\"leaves\": {}, \"particles_min\": {}, \"particles_max\": {}, \"bytes_sent_max\": {}, "
         "\"bytes_received_max\": {}, \"imported_nodes_max\": {}, \"imported_particles_max\": {}, "
         "\"host_device_bytes_max\": {}, "
@@ -186,7 +186,7 @@ void bench(Environment const& environment, BenchOptions const& options, FMMConfi
         "\"max\": {:.4g}, \"max_id\": {}, \"max_radius\": {:.4g}, \"potential_l2\": {:.4g}, {}}}\n",
         source, particles.num_total, context.size(), environment.threads(), config.order, config.theta,
         to_string(config.opening), config.tolerance, config.leaf_size, to_string(config.precision), to_string(config.softening), config.softening_length,
-        use_gpu_shape<ExecutionSpace>() ? "gpu" : "cpu", slowest_total, first_slowest[0], first_slowest[1], rate, phase_json, last.p2p_pairs, last.m2l, last.nodes, last.leaves, last.particles_min,
+        use_gpu_shape<ExecutionSpace>() ? "gpu" : "cpu", slowest_total, first_slowest[0], first_slowest[1], rate, phase_json, last.p2p_pairs, last.m2l, last.m2p, last.nodes, last.leaves, last.particles_min,
         last.particles_max, last.bytes_sent_max, last.bytes_received_max, imported_max[0], imported_max[1],
         imported_max[2], last.cost_imbalance, accuracy.samples, accuracy.force_l2,
         accuracy.median, accuracy.p99, accuracy.p999, accuracy.max, accuracy.max_id, accuracy.max_radius,
@@ -213,9 +213,11 @@ void bench(Environment const& environment, BenchOptions const& options, FMMConfi
     fmt::print("  of the first evaluation, {:.4f} s estimating |a| (later calls on the same particles reuse the "
                "last |a|)\n",
                first_slowest[1]);
-  fmt::print("  interactions: {} P2P pairs ({:.1f}/particle), {} M2L ({:.2f}/particle); {} nodes, {} leaves\n",
+  fmt::print("  interactions: {} P2P pairs ({:.1f}/particle), {} M2L ({:.2f}/particle), {} M2P ({:.2f}/particle); {} "
+             "nodes, {} leaves\n",
              last.p2p_pairs, double(last.p2p_pairs) / particles.num_total, last.m2l,
-             double(last.m2l) / particles.num_total, last.nodes, last.leaves);
+             double(last.m2l) / particles.num_total, last.m2p, double(last.m2p) / particles.num_total, last.nodes,
+             last.leaves);
   if (context.size() > 1)
     fmt::print("  ranks: particles min/mean/max {}/{:.0f}/{}; cost imbalance (max/mean) {:.3f}; sent/received max "
                "{:.3g}/{:.3g} MB; imported at most {} nodes, {} particles; host<->device copies at most {:.3g} MB "

@@ -53,9 +53,9 @@ void compute_forces(Context const& context, ForcesOptions const& options, FMMCon
   write_particles(context, options.output, out, header, file, &fields);
   auto const& stats = solver.stats();
   if (context.is_root())
-    fmt::print("kfmm forces: {} particles on {} rank(s) in {:.3f} s ({:.3g} particles/s); {} P2P pairs, {} M2L; wrote {}\n",
+    fmt::print("kfmm forces: {} particles on {} rank(s) in {:.3f} s ({:.3g} particles/s); {} P2P pairs, {} M2L, {} M2P; wrote {}\n",
                out.num_total, context.size(), stats.total_seconds, out.num_total / stats.total_seconds, stats.p2p_pairs,
-               stats.m2l, options.output);
+               stats.m2l, stats.m2p, options.output);
   if (options.check > 0) {
     // The solver's particles are in its own order, its fields aligned with them.
     auto const report = measure_accuracy(context, particles, solver.potential(), solver.acceleration(), config,

@@ -26,7 +26,7 @@
 /// `force.top_tree`, `force.top_tree_links`, `force.walk_setup` (growing the multipole powers and
 /// result arrays before the walk), `force.walk` (each level), `force.import_nodes` (each level),
 /// `force.allowance` (the relative criterion's allowance), `force.import_particles`, `force.m2l`,
-/// `force.downward`, `force.p2p`, `force.output`, `force.return` (before the results go back to
+/// `force.downward`, `force.p2p`, `force.m2p`, `force.output`, `force.return` (before the results go back to
 /// input order).
 #include <string>
 

@@ -35,6 +35,10 @@ void FMMConfig::validate() const {
            "estimates |a| and must be at least as coarse as theta (--estimate-theta; 1.0 is typical)",
            estimate_theta, theta);
   }
+  if (!(m2p_theta >= 0.0 && m2p_theta < 1.0))
+    fail("m2p_theta = {} is outside [0, 1); it is the ratio of a leaf's radius to a source's distance beyond "
+         "which the source goes to the leaf's particles by M2P (--m2p-theta; 0 turns M2P off, 0.4 is the default)",
+         m2p_theta);
   if (!std::isfinite(G)) fail("G = {} is not finite; set the gravitational constant to a finite value (-G)", G);
   if (opening == OpeningCriterion::Relative && G == 0)
     fail("G = 0 makes every |a| zero, so the relative opening criterion would open every cell; set G (-G) or use "

@@ -44,6 +44,12 @@ struct FMMConfig {
   double tolerance = 1e-5;           ///< α of OpeningCriterion::Relative, 0 < α ≤ 1
   double estimate_theta = 1.0;       ///< θ of the first (estimating) evaluation of Relative, θ ≤ it < 1.5
   int leaf_size = 160;               ///< leaves are the largest cells with ≤ leaf_size particles
+  /// A leaf takes a source by M2P (its multipole at each of the leaf's particles), not M2L, where
+  /// the leaf's radius exceeds this times their distance (OpeningTest::m2p_theta): the local
+  /// expansion of a large sparse leaf next to finer cells gathers errors from its extent that add
+  /// up over many sources. Relative criterion only (the angle criterion's θ bounds r_a/d and its
+  /// symmetric pairs conserve momentum to round-off). 0 ≤ it < 1; 0: M2L only.
+  double m2p_theta = 0.4;
   /// Several ranks: the previous step's splitters are kept (moved only off cells that became
   /// leaves) while the most loaded rank's cost (last evaluation's per-particle costs, particles
   /// where they are now) stays within (1 + this) × the mean: no sample sort, and only particles

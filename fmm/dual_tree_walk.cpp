@@ -23,7 +23,8 @@ namespace {
 // candidates, the next level's open pairs).
 template <class View>
 void grow_lists(View& view, std::size_t n, std::size_t used) {
-  if (view.extent(0) < n) grow_appending(view, n + n / 4, used);
+  // + 1024: a list that starts short (M2P) must not grow at every step either.
+  if (view.extent(0) < n) grow_appending(view, n + n / 4 + 1024, used);
 }
 template <class View>
 void grow_scratch(View& view, std::size_t n, char const* label) {
@@ -52,10 +53,11 @@ long long exclusive_scan(ExecutionSpace const& space, ScalarView<int> const& val
   return total;
 }
 
-char const* const list_names[3] = {"M2L", "P2P", "open-pair"};
+constexpr int num_lists = 4;  // M2L, P2P, the next level's open pairs, M2P (indexed by PairKind)
+char const* const list_names[num_lists] = {"M2L", "P2P", "open-pair", "M2P"};
 
 // How a pair (a, b) is classified.
-enum PairKind { pair_m2l = 0, pair_p2p = 1, pair_open = 2, pair_none = 3 };
+enum PairKind { pair_m2l = 0, pair_p2p = 1, pair_open = 2, pair_m2p = 3, pair_none = 4 };
 
 struct WalkView {
   ScalarView<int> cbegin, cend, cindex, flags;
@@ -72,6 +74,7 @@ struct WalkView {
   bool relative;
   bool harmonic;  // multipole_power given
   double coherence_floor;  // OpeningTest::coherence_floor
+  double m2p_theta;        // OpeningTest::m2p_theta (0: no M2P)
   static constexpr int max_terms = 10;  // p + 2 for p ≤ 8
   // C(order + 1, n), set on the host: a per-pair update binomial·(q − n)/(n + 1) would put a
   // chain of dependent divisions into every estimate.
@@ -91,11 +94,19 @@ struct WalkView {
     int node, flags;
     double x, y, z, radius, allowed;
     double radius_power[max_terms];  // relative criterion: radius^k, k = 0 … p + 1
+    double m2p_limit2;  // a leaf: m2p_theta²; otherwise +∞ (never an M2P target)
   };
   KOKKOS_INLINE_FUNCTION Target target(int a) const {
     int const f = flags(a);
-    Target t{a, f, centre(a, 0), centre(a, 1), centre(a, 2), radius(a),
-             relative && !(f & (node_remote | node_idle)) ? allowed(a) : 0.0, {}};
+    Target t{a,
+             f,
+             centre(a, 0),
+             centre(a, 1),
+             centre(a, 2),
+             radius(a),
+             relative && !(f & (node_remote | node_idle)) ? allowed(a) : 0.0,
+             {},
+             (f & node_leaf) && m2p_theta > 0 ? m2p_theta * m2p_theta : Kokkos::Experimental::infinity_v<double>};
     if (relative) {
       t.radius_power[0] = 1;
       for (int k = 1; k <= order + 1; ++k) t.radius_power[k] = t.radius_power[k - 1] * t.radius;
@@ -180,6 +191,31 @@ struct WalkView {
     double const inv_d2 = 1.0 / d2;
     return error_estimate_over_d2(a, b, inv_d2, compat::math::sqrt(inv_d2)) <= a.allowed;
   }
+  // Whether leaf a is too large for an M2L from b: r_a > m2p_theta · d. Such a pair's error comes
+  // from a's extent, and adds up over the many small sources that each pass the estimate (the
+  // walk opens b, not the leaf): it goes to M2P if b is an inner node, else to P2P (an M2P per
+  // particle costs more than a leaf's P2P; README, "M2P"), or is opened.
+  KOKKOS_INLINE_FUNCTION static bool large_target(Target const& a, double d2) {
+    return a.radius * a.radius > a.m2p_limit2 * d2;
+  }
+  // For a pair with large_target(a, d²): b's multipole evaluated at each particle of a (M2P) is
+  // allowed when b passes the angle test and the kernel's reach from a's nearest possible
+  // particle, at d' = d − r_a, and, under the relative criterion, its truncation error there,
+  // C(p+1, p+1) T_{p+1} / d'^(p+3) (the estimate of classify() without a's extent), per unit G
+  // over d'²... returned (0 under the angle test alone); −1 when M2P is not allowed.
+  template <int Q>
+  KOKKOS_INLINE_FUNCTION double m2p_estimate(Target const& a, int b, double d2) const {
+    double const d = compat::math::sqrt(d2);
+    double const near = d - a.radius, rb = radius(b);
+    if (!(near > 0) || !(rb < theta * near)) return -1;
+    if (kernel_reach != 0.0 && near - rb < kernel_reach) return -1;
+    if (!relative) return 0;
+    double const inv = 1.0 / near;
+    return coefficient(b, Q) * inverse_power<Q + 2>(inv * inv, inv);
+  }
+  KOKKOS_INLINE_FUNCTION double m2p_estimate(Target const& a, int b, double d2) const {
+    return with_terms([&](auto terms) { return m2p_estimate<decltype(terms)::value>(a, b, d2); });
+  }
   // What a target's allowance is divided by: max(c, coherence_floor), where c is the coherence of
   // its candidate sources' errors: over the candidates b that pass the angle test, weighted by
   // their error estimates (sums W, D = Σ w n, Q = Σ w n nᵀ with n the unit vector from the target
@@ -198,22 +234,31 @@ struct WalkView {
   }
   // Pair kinds counted in registers: n[kind] in memory would chain each update to the last.
   struct KindCounts {
-    int m2l = 0, p2p = 0, open = 0;
+    int m2l = 0, p2p = 0, open = 0, m2p = 0;
     KOKKOS_INLINE_FUNCTION void add(int kind) {
       m2l += kind == pair_m2l;
       p2p += kind == pair_p2p;
       open += kind == pair_open;
+      m2p += kind == pair_m2p;
     }
     KOKKOS_INLINE_FUNCTION void add_to(int* n) const {
       n[pair_m2l] += m2l;
       n[pair_p2p] += p2p;
       n[pair_open] += open;
+      n[pair_m2p] += m2p;
     }
   };
   // Kinds of candidates that pass the angle test and the kernel's reach under the relative
-  // criterion with coherence, while the target's coherence is not known yet: M2L if the error
-  // allows it, else what the pair falls back to.
-  static constexpr int pending_p2p = 4, pending_open = 5;
+  // criterion with coherence, while the target's coherence is not known yet: M2L (or, for a
+  // large target, M2P) if the error allows it, else what the pair falls back to.
+  static constexpr int pending_p2p = 5, pending_open = 6, pending_m2p_p2p = 7, pending_m2p_open = 8;
+  // The pending kind of a candidate: M2P with estimate m2p ≥ 0 if a is large for it, else M2L
+  // with estimate m2l ≥ 0, else (< 0 both) decided now: P2P between leaves, or opened.
+  KOKKOS_INLINE_FUNCTION static int pending_kind(bool leaves, double m2l, double m2p) {
+    if (m2p >= 0) return leaves ? pending_m2p_p2p : pending_m2p_open;
+    if (m2l >= 0) return leaves ? pending_p2p : pending_open;
+    return leaves ? pair_p2p : pair_open;
+  }
 
   // Classifies the candidates of target `a`, the sources node(base … base + count), into
   // kind(c …) in order and adds them to the counts n. With the relative criterion and
@@ -248,10 +293,13 @@ struct WalkView {
     for (int t = 0; t < count; ++t) {
       int const b = node(base + t);
       bool const leaves = a_leaf && (flags(b) & node_leaf);
-      int kind = leaves ? pair_p2p : pair_open;
+      int kind;
       double const dx = a.x - centre(b, 0), dy = a.y - centre(b, 1), dz = a.z - centre(b, 2);
       double const d2 = dx * dx + dy * dy + dz * dz;
       double const r = a.radius + radius(b);
+      bool const large = large_target(a, d2);
+      double m2l = -1, m2p = -1;
+      if (a.node != b && large && !(flags(b) & node_leaf)) m2p = m2p_estimate<Terms>(a, b, d2);
       if (a.node != b && r * r < theta2 * d2) {
         double const inv_d2 = 1.0 / d2;
         double const inv = compat::math::sqrt(inv_d2);
@@ -268,11 +316,10 @@ struct WalkView {
         Qxz += weight * ux * uz;
         Qyz += weight * uy * uz;
         // The spline kernel is piecewise (see classify()).
-        if (kernel_reach == 0.0 || d2 * inv - r >= kernel_reach) {
-          value(c + t) = weight;
-          kind = leaves ? pending_p2p : pending_open;
-        }
+        if (!large && (kernel_reach == 0.0 || d2 * inv - r >= kernel_reach)) m2l = weight;
       }
+      kind = pending_kind(leaves, m2l, m2p);
+      value(c + t) = m2p >= 0 ? m2p : m2l;
       kinds(c + t) = static_cast<std::uint8_t>(kind);
     }
     double const D[3] = {D0, D1, D2}, Q[6] = {Qxx, Qyy, Qzz, Qxy, Qxz, Qyz};
@@ -287,7 +334,8 @@ struct WalkView {
     for (int i = c; i < c + count; ++i) {
       int kind = kinds(i);
       if (kind >= pending_p2p) {
-        kind = value(i) <= allowed ? pair_m2l : kind == pending_p2p ? pair_p2p : pair_open;
+        bool const leaves = kind == pending_p2p || kind == pending_m2p_p2p;
+        kind = value(i) <= allowed ? (kind >= pending_m2p_p2p ? pair_m2p : pair_m2l) : leaves ? pair_p2p : pair_open;
         kinds(i) = static_cast<std::uint8_t>(kind);
       }
       counts.add(kind);
@@ -305,7 +353,7 @@ struct WalkView {
   KOKKOS_INLINE_FUNCTION void classify_coherent_lanes(Target const* lane_target, int const* slot, int active,
                                                       ScalarView<int> const& node, int base, int count,
                                                       ScalarView<std::uint8_t> const& kinds,
-                                                      ScalarView<double> const& value, int (*n)[3]) const {
+                                                      ScalarView<double> const& value, int (*n)[num_lists]) const {
     double ax[L], ay[L], az[L], ar[L], rp[Terms + 1][L];
     int an[L];
     bool aleaf[L];
@@ -365,13 +413,18 @@ struct WalkView {
         Qxz[l] += w * ux * uz;
         Qyz[l] += w * uy * uz;
         bool const pending = pass & ((kernel_reach == 0.0) | (d2[l] * inv - r[l] >= kernel_reach));
-        weight[l] = pending ? w : -1.0;  // < 0: not pending
+        weight[l] = pending ? w : -1.0;  // < 0: not pending (a large target is decided below)
       }
       for (int l = 0; l < active; ++l) {
         bool const leaves = aleaf[l] && bleaf;
-        int const kind = weight[l] >= 0 ? (leaves ? pending_p2p : pending_open) : (leaves ? pair_p2p : pair_open);
-        kinds(base + slot[l] * count + t) = static_cast<std::uint8_t>(kind);
-        value(base + slot[l] * count + t) = weight[l];
+        // A large target (rare: leaves in sparse regions next to finer ones) as in classify_coherent().
+        double m2l = weight[l], m2p = -1;
+        if (large_target(lane_target[l], d2[l])) {
+          m2l = -1;
+          if (an[l] != b && !bleaf) m2p = m2p_estimate<Terms>(lane_target[l], b, d2[l]);
+        }
+        kinds(base + slot[l] * count + t) = static_cast<std::uint8_t>(pending_kind(leaves, m2l, m2p));
+        value(base + slot[l] * count + t) = m2p >= 0 ? m2p : m2l;
       }
     }
     for (int l = 0; l < active; ++l) {
@@ -395,7 +448,7 @@ struct WalkView {
       return false;
     } else {
       if (!relative || coherence_floor >= 1) return false;
-      int n[max_children][3] = {};
+      int n[max_children][num_lists] = {};
       Target lane_target[max_children];
       int slot[max_children], active = 0;
       for (int j = 0; j < na; ++j) {
@@ -423,7 +476,7 @@ struct WalkView {
   // Writes the kind counts n of slot g · max_children + j to entries and has (1 if any).
   KOKKOS_INLINE_FUNCTION static void store_counts(ScalarView<int> const* entries, ScalarView<int> const* has, int g,
                                                   int j, int const* n) {
-    for (int k = 0; k < 3; ++k) {
+    for (int k = 0; k < num_lists; ++k) {
       entries[k](g * max_children + j) = n[k];
       has[k](g * max_children + j) = n[k] > 0 ? 1 : 0;
     }
@@ -442,7 +495,12 @@ struct WalkView {
       // The spline kernel is piecewise: its Taylor series only converges for pairs whose
       // every distance lies beyond the softening support.
       bool const beyond_reach = kernel_reach == 0.0 || compat::math::sqrt(d2) - r >= kernel_reach;
-      if (r * r < theta * theta * d2 && beyond_reach && error_allowed(a, b, d2, r)) return pair_m2l;
+      if (large_target(a, d2)) {
+        double const e = fb & node_leaf ? -1.0 : m2p_estimate(a, b, d2);
+        if (e >= 0 && e <= a.allowed) return pair_m2p;
+      } else if (r * r < theta * theta * d2 && beyond_reach && error_allowed(a, b, d2, r)) {
+        return pair_m2l;
+      }
     }
     if ((a.flags & node_leaf) && (fb & node_leaf)) return pair_p2p;
     return pair_open;
@@ -452,7 +510,7 @@ struct WalkView {
 }  // namespace
 
 void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
-                       OpeningTest const& test, int root, PairLists& m2l, PairLists& p2p,
+                       OpeningTest const& test, int root, PairLists& m2l, PairLists& p2p, PairLists& m2p,
                        ImportChildren const& import_children) {
   if (test.allowed.extent(0) > 0 && geometry.power_exponent != test.order + 1)
     fail("DualTreeWalk: the relative criterion at order {} needs the nodes' power radii for exponent {}, "
@@ -462,10 +520,16 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
     fail("DualTreeWalk: the relative criterion's estimate supports orders 1…8, got {}", test.order);
   if (test.allowed.extent(0) > 0 && !(test.coherence_floor > 0))
     fail("DualTreeWalk: coherence_floor = {} must be > 0 (≥ 1 turns the coherence off)", test.coherence_floor);
-  PairLists* out[3] = {&m2l, &p2p, nullptr};
-  for (int l = 0; l < 2; ++l) {
+  if (!(test.m2p_theta >= 0))
+    fail("DualTreeWalk: m2p_theta = {} must be ≥ 0 (0: no M2P)", test.m2p_theta);
+  PairLists* out[num_lists] = {&m2l, &p2p, nullptr, &m2p};
+  for (int l : {pair_m2l, pair_p2p, pair_m2p}) {
     out[l]->segment_begin.assign(1, 0);
     out[l]->num_groups = out[l]->num_entries = 0;
+    // Room from the first walk on, also for a list that stays empty until a later step (M2P).
+    grow_lists(out[l]->target, 1, 0);
+    grow_lists(out[l]->offset, 2, 0);
+    grow_lists(out[l]->source, 1, 0);
     grow_preserving(out[l]->offset, 1);
   }
   // The first open pair list: (root, root), tested as it is in the first iteration; none
@@ -523,7 +587,7 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
                        geometry.centre,      geometry.radius,  geometry.mass,    test.allowed,
                        geometry.power_radius, geometry.scale,  power,            test.theta,
                        test.kernel_reach,    test.order,       relative,         harmonic,
-                       test.coherence_floor, {},              coefficient_};
+                       test.coherence_floor, test.m2p_theta,  {},              coefficient_};
       for (int n = 0, c = 1; n < WalkView::max_terms; ++n) {
         w.binomial[n] = n <= test.order + 1 ? c : 0;
         c = n < test.order + 1 ? c * (test.order + 1 - n) / (n + 1) : 0;
@@ -533,9 +597,12 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
       int const slots = groups * max_children;
       for (auto& c : counts_) grow_scratch(c, slots + 1, "kfmm::walk::counts");
       // counts_[k] for k = kind: entries of that kind per (group, child slot);
-      // counts_[3 + k]: 1 if that (group, slot) has any entry of kind k (becomes a group).
-      ScalarView<int> entries[3] = {counts_[0], counts_[1], counts_[2]};
-      ScalarView<int> has[3] = {counts_[3], counts_[4], counts_[5]};
+      // counts_[num_lists + k]: 1 if that (group, slot) has any entry of kind k (becomes a group).
+      ScalarView<int> entries[num_lists], has[num_lists];
+      for (int k = 0; k < num_lists; ++k) {
+        entries[k] = counts_[k];
+        has[k] = counts_[num_lists + k];
+      }
       auto const target = open->target;
       auto const offset = open->offset;
       auto const source = open->source;
@@ -598,7 +665,7 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
                                                         candidate_kind, candidate_value, entries, has))
               return;
             for (int j = 0; j < max_children; ++j) {
-              int n[3] = {0, 0, 0};
+              int n[num_lists] = {};
               if (j < na)
                 w.classify_candidates(w.target(first ? A : w.child(A, j)), candidate_node, base, per_child,
                                       base + j * per_child, candidate_kind, candidate_value, n);
@@ -607,14 +674,14 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
           });
       PairLists* next = &open_[(iteration + 1) % 2];
       out[2] = next;
-      int entry_base[3], group_base[3], entry_total[3], group_total[3];
+      int entry_base[num_lists], group_base[num_lists], entry_total[num_lists], group_total[num_lists];
       bool fit = true;
-      for (int k = 0; k < 3 && fit; ++k) {
+      for (int k = 0; k < num_lists && fit; ++k) {
         long long const entries_total = exclusive_scan(space, entries[k], slots, "kfmm::fmm::walk::scan_entries");
         long long const groups_total = exclusive_scan(space, has[k], slots, "kfmm::fmm::walk::scan_groups");
         PairLists const& list = *out[k];
-        entry_base[k] = k == 2 ? 0 : list.num_entries;
-        group_base[k] = k == 2 ? 0 : list.num_groups;
+        entry_base[k] = k == pair_open ? 0 : list.num_entries;
+        group_base[k] = k == pair_open ? 0 : list.num_groups;
         // + 1: the offsets close with one more entry
         fit = fits(entry_base[k] + entries_total, fmt::format("{} list entries", list_names[k]).c_str(), iteration) &&
               fits(group_base[k] + groups_total + 1, fmt::format("{} list groups", list_names[k]).c_str(), iteration);
@@ -622,7 +689,7 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
         group_total[k] = static_cast<int>(groups_total);
       }
       if (!fit) continue;
-      for (int k = 0; k < 2; ++k) {
+      for (int k : {pair_m2l, pair_p2p, pair_m2p}) {
         PairLists& list = *out[k];
         grow_lists(list.target, group_base[k] + group_total[k], group_base[k]);
         grow_lists(list.offset, group_base[k] + group_total[k] + 1, group_base[k] + 1);
@@ -631,9 +698,9 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
       grow_scratch(next->target, group_total[2], "kfmm::walk::open_target");
       grow_scratch(next->offset, group_total[2] + 1, "kfmm::walk::open_offset");
       grow_scratch(next->source, entry_total[2], "kfmm::walk::open_source");
-      ScalarView<int> out_target[3] = {m2l.target, p2p.target, next->target};
-      ScalarView<int> out_offset[3] = {m2l.offset, p2p.offset, next->offset};
-      ScalarView<int> out_source[3] = {m2l.source, p2p.source, next->source};
+      ScalarView<int> out_target[num_lists] = {m2l.target, p2p.target, next->target, m2p.target};
+      ScalarView<int> out_offset[num_lists] = {m2l.offset, p2p.offset, next->offset, m2p.offset};
+      ScalarView<int> out_source[num_lists] = {m2l.source, p2p.source, next->source, m2p.source};
       Kokkos::parallel_for(
           "kfmm::fmm::walk::fill", Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, groups), KOKKOS_LAMBDA(int g) {
             int const A = target(g);
@@ -644,8 +711,8 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
             for (int j = 0; j < na; ++j) {
               int const slot = g * max_children + j;
               int const a = first ? A : w.child(A, j);
-              int cursor[3];
-              for (int k = 0; k < 3; ++k) {
+              int cursor[num_lists];
+              for (int k = 0; k < num_lists; ++k) {
                 cursor[k] = entry_base[k] + entries[k](slot);
                 bool const is_group = (slot + 1 < slots ? has[k](slot + 1) : group_total[k]) > has[k](slot);
                 if (is_group) {
@@ -660,15 +727,15 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
               }
             }
           });
-      // Close the offsets of the three lists and the segments of M2L and P2P.
-      for (int k = 0; k < 3; ++k) {
+      // Close the offsets of the lists and the segments of M2L, P2P and M2P.
+      for (int k = 0; k < num_lists; ++k) {
         int const groups_after = group_base[k] + group_total[k];
         int const entries_after = entry_base[k] + entry_total[k];
         Kokkos::deep_copy(space, Kokkos::subview(out_offset[k], groups_after), entries_after);
         PairLists& list = *out[k];
         list.num_groups = groups_after;
         list.num_entries = entries_after;
-        if (k < 2 && group_total[k] > 0) list.segment_begin.push_back(groups_after);
+        if (k != pair_open && group_total[k] > 0) list.segment_begin.push_back(groups_after);
       }
       open = next;
     } catch (std::exception const& e) {

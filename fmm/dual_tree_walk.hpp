@@ -1,6 +1,7 @@
 #pragma once
 /// \file
 /// \brief Level-synchronous dual-tree walk producing M2L and P2P interaction lists.
+#include <kfmm/core/error.hpp>
 #include <kfmm/core/tree.hpp>
 #include <kfmm/fmm/node_geometry.hpp>
 
@@ -55,10 +56,18 @@ struct OpeningTest {
   /// ≥ 1: none. 0.1 let the errors of isotropic targets add up past E = 3e-4 on 1e6 uniform
   /// particles (README, "Choosing the defaults").
   double coherence_floor = 0.3;
+  /// > 0: a leaf target a with radius r_a > m2p_theta · d from a source b never takes b by M2L,
+  /// whose error there comes from a's extent and adds up over many small sources (each within
+  /// the estimate) to far more than the allowance: b's multipole goes to each of a's particles
+  /// (M2P) if b passes the angle test (and the relative estimate without a's extent, and the
+  /// kernel's reach) from a's nearest possible particle, at d − r_a; otherwise the pair is opened
+  /// (P2P between leaves). 0: no M2P.
+  double m2p_theta = 0;
 };
 
 /// \brief The dual-tree walk. Starts from (root, root); a pair (a, b) is accepted for M2L when
-/// the OpeningTest says so, goes to P2P when both are leaves, and is opened otherwise into
+/// the OpeningTest says so (or for M2P, see OpeningTest::m2p_theta), goes to P2P when both are
+/// leaves, and is opened otherwise into
 /// children(a) × children(b) (a leaf stands for itself). Pairs whose target is remote or
 /// idle (node_idle: no particle whose force is wanted) are dropped. Counting, scanning
 /// and filling keep a fixed order, so the lists do not depend on the number of threads.
@@ -78,7 +87,13 @@ class DualTreeWalk {
   /// is a kfmm::Error, thrown at once without `import_children` and through its next call
   /// (on every rank) with it.
   void run(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry, OpeningTest const& test,
-           int root, PairLists& m2l, PairLists& p2p, ImportChildren const& import_children = {});
+           int root, PairLists& m2l, PairLists& p2p, PairLists& m2p, ImportChildren const& import_children = {});
+  /// Without M2P (test.m2p_theta must be 0).
+  void run(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry, OpeningTest const& test,
+           int root, PairLists& m2l, PairLists& p2p, ImportChildren const& import_children = {}) {
+    if (test.m2p_theta != 0) fail("DualTreeWalk: m2p_theta = {} needs an M2P list", test.m2p_theta);
+    run(space, tree, geometry, test, root, m2l, p2p, no_m2p_, import_children);
+  }
   /// The angle test alone.
   void run(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry, double theta,
            double kernel_reach, int root, PairLists& m2l, PairLists& p2p, ImportChildren const& import_children = {}) {
@@ -91,7 +106,8 @@ class DualTreeWalk {
   static long long index_limit_from_environment();
 
   PairLists open_[2];
-  ScalarView<int> counts_[6];
+  PairLists no_m2p_;  ///< the M2P list of a walk without M2P (stays empty)
+  ScalarView<int> counts_[8];
   /// Each candidate pair's PairKind, from the count pass to the fill pass (which then tests
   /// nothing): one byte per candidate, candidates of group g from candidate_offset_(g).
   ScalarView<std::uint8_t> candidate_kind_;

@@ -206,6 +206,75 @@ KOKKOS_INLINE_FUNCTION void m2l(Real const* M_source, Real s_source, Real dx, Re
   m2l_lanes<kind, P, Real, 1>(1, &M_source, &s_source, &dx, &dy, &dz, h, s_target, L_target);
 }
 
+/// \brief M2P for W points at once (lanes): adds to φ_w and ∇φ_w (unscaled) the field of one
+/// source multipole (scale s_source) at the points x_w, (dx, dy, dz)_w = x_w − c_source,
+/// unscaled; h as in M2L. The same sums as an M2L to a node centred on the point followed by its
+/// L2P there (φ from the moments |n| ≤ P, ∇φ from |n| ≤ P − 1), without the local expansion: no
+/// error from a target's extent, and 4 outputs instead of ncoeff<P>.
+///   φ = (1/ρ) Σ_n D_n a_n,  ∂φ/∂x_e = (1/ρ²) Σ_{|n|<P} D_{n+e} a_n,  a_n = M_n (−s_source/ρ)^{|n|},
+/// with D the kernel derivatives at (x − c)/ρ as in m2l_lanes().
+template <SofteningKind kind, int P, class Real, int W>
+KOKKOS_INLINE_FUNCTION void m2p_lanes(Real const* M, Real s_source, Real const* dx, Real const* dy, Real const* dz,
+                                      Real h, Real* phi, Real* dphidx, Real* dphidy, Real* dphidz) {
+  using compat::math::fabs;
+  using compat::math::max;
+  constexpr int N = ncoeff<P>;
+  Real x[W], y[W], z[W], h_scaled[W], inv_rho[W];
+  Real factor[(P + 1) * W];  // (−s_source/ρ)^d
+  KFMM_LANE_LOOP
+  for (int l = 0; l < W; ++l) {
+    Real const rho = max(max(max(fabs(dx[l]), fabs(dy[l])), fabs(dz[l])), s_source);
+    inv_rho[l] = Real(1) / rho;
+    x[l] = dx[l] * inv_rho[l];
+    y[l] = dy[l] * inv_rho[l];
+    z[l] = dz[l] * inv_rho[l];
+    h_scaled[l] = h * inv_rho[l];
+    factor[l] = Real(1);
+    for (int d = 1; d <= P; ++d) factor[d * W + l] = factor[(d - 1) * W + l] * (-s_source * inv_rho[l]);
+  }
+  Real D[N * W];
+  kernel_derivatives_lanes<kind, P, Real, W>(x, y, z, h_scaled, D);
+  // Two accumulators per output (even and odd n), as in l2p_lanes().
+  Real value[2 * W] = {}, gx[2 * W] = {}, gy[2 * W] = {}, gz[2 * W] = {};
+  static_for<N>([&](auto I) KFMM_INLINE_LAMBDA {
+    constexpr int n = decltype(I)::value;
+    constexpr int a = multi_index_table<P>.e[n][0], b = multi_index_table<P>.e[n][1], c = multi_index_table<P>.e[n][2];
+    constexpr int degree = a + b + c;
+    constexpr int half = (n % 2) * W;
+    Real const Mn = M[n];
+    Real an[W];
+    KFMM_LANE_LOOP
+    for (int l = 0; l < W; ++l) {
+      an[l] = Mn * factor[degree * W + l];
+      value[half + l] += an[l] * D[n * W + l];
+    }
+    if constexpr (degree < P) {
+      constexpr int ex = flat_index(a + 1, b, c), ey = flat_index(a, b + 1, c), ez = flat_index(a, b, c + 1);
+      KFMM_LANE_LOOP
+      for (int l = 0; l < W; ++l) {
+        gx[half + l] += an[l] * D[ex * W + l];
+        gy[half + l] += an[l] * D[ey * W + l];
+        gz[half + l] += an[l] * D[ez * W + l];
+      }
+    }
+  });
+  KFMM_LANE_LOOP
+  for (int l = 0; l < W; ++l) {
+    Real const inv2 = inv_rho[l] * inv_rho[l];
+    phi[l] += (value[l] + value[W + l]) * inv_rho[l];
+    dphidx[l] += (gx[l] + gx[W + l]) * inv2;
+    dphidy[l] += (gy[l] + gy[W + l]) * inv2;
+    dphidz[l] += (gz[l] + gz[W + l]) * inv2;
+  }
+}
+
+/// \brief M2P at one point: one lane of m2p_lanes().
+template <SofteningKind kind, int P, class Real>
+KOKKOS_INLINE_FUNCTION void m2p(Real const* M, Real s_source, Real dx, Real dy, Real dz, Real h, Real& phi,
+                                Real& dphidx, Real& dphidy, Real& dphidz) {
+  m2p_lanes<kind, P, Real, 1>(M, s_source, &dx, &dy, &dz, h, &phi, &dphidx, &dphidy, &dphidz);
+}
+
 /// \brief L2L from one parent (local expansion L_parent, scale s_parent) into up to W children
 /// at once, child w in lane w: accumulates into L_lanes[k·W + w] the parent's expansion
 /// re-expanded about child w (offset (dx, dy, dz)[w] = c_child − c_parent, unscaled; scale

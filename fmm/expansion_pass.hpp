@@ -62,8 +62,17 @@ class ExpansionPass {
                               PairLists const& p2p, PassParticles const& particles, TargetParticles const& targets,
                               ScalarView<double> const& phi, Vec3View<double> const& grad) = 0;
 
+  /// Adds the M2P interactions (every listed source's multipole at each target particle of its
+  /// group's leaf, OpeningTest::m2p_theta) to phi / grad of the `targets`.
+  virtual void add_multipoles_at_particles(ExecutionSpace const& space, Tree<> const& tree,
+                                           NodeGeometry const& geometry, PairLists const& m2p,
+                                           PassParticles const& particles, TargetParticles const& targets,
+                                           ScalarView<double> const& phi, Vec3View<double> const& grad) = 0;
+
   /// Particle pairs of the last add_near_field().
   virtual std::uint64_t p2p_pairs() const = 0;
+  /// (source, target particle) evaluations of the last add_multipoles_at_particles().
+  virtual std::uint64_t m2p_evaluations() const = 0;
 };
 
 /// The pass for (order, precision, softening kind, softening length ε ≥ 0).

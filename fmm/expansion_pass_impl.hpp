@@ -232,6 +232,91 @@ class ExpansionPassImpl final : public ExpansionPass {
   }
 
   std::uint64_t p2p_pairs() const override { return pairs_; }
+  std::uint64_t m2p_evaluations() const override { return m2p_evaluations_; }
+
+  void add_multipoles_at_particles(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
+                                   PairLists const& m2p, PassParticles const& particles,
+                                   TargetParticles const& targets, ScalarView<double> const& phi,
+                                   Vec3View<double> const& grad) override {
+    m2p_evaluations_ = 0;
+    if (m2p.num_groups == 0) return;
+    auto const target = m2p.target;
+    auto const offset = m2p.offset;
+    auto const pbegin = tree.particle_begin;
+    auto const pend = tree.particle_end;
+    auto const before = targets.before;
+    std::uint64_t evaluations = 0;
+    Kokkos::parallel_reduce(
+        "kfmm::fmm::m2p_count", Kokkos::RangePolicy<ExecutionSpace>(space, 0, m2p.num_groups),
+        KOKKOS_LAMBDA(int g, std::uint64_t& sum) {
+          int const a = target(g);
+          sum += std::uint64_t(before(pend(a)) - before(pbegin(a))) * std::uint64_t(offset(g + 1) - offset(g));
+        },
+        evaluations);
+    m2p_evaluations_ = evaluations;
+    if (use_teams())
+      m2p_teams<Real, P, kind>(space, multipole_, geometry, tree, particles.pos, targets, m2p, h_, phi, grad);
+    else if constexpr (!gpu_shaped_kernels<ExecutionSpace>())
+      multipoles_at_particles(space, tree, geometry, m2p, particles, targets, phi, grad);
+  }
+
+  // M2P in the CPU shape: a thread per group of one list segment (its targets are unique, so no
+  // two threads write the same particle), the leaf's targets W at a time in SIMD lanes, the
+  // sources in list order (deterministic). Public only because nvcc forbids extended lambdas in
+  // private member functions.
+  void multipoles_at_particles(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
+                               PairLists const& lists, PassParticles const& particles,
+                               TargetParticles const& targets, ScalarView<double> const& phi,
+                               Vec3View<double> const& grad) const {
+    auto const M = multipole_;
+    auto const centre = geometry.centre;
+    auto const scale = geometry.scale;
+    auto const pos = particles.pos;
+    auto const pbegin = tree.particle_begin;
+    auto const pend = tree.particle_end;
+    auto const before = targets.before;
+    auto const index = targets.index;
+    auto const target = lists.target;
+    auto const offset = lists.offset;
+    auto const source = lists.source;
+    Real const h = h_;
+    for (int s = 0; s < lists.num_segments(); ++s) {
+      int const first_group = lists.segment_begin[s];
+      int const groups = lists.segment_begin[s + 1] - first_group;
+      Kokkos::parallel_for(
+          "kfmm::fmm::m2p",
+          Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, first_group,
+                                                                                  first_group + groups),
+          KOKKOS_LAMBDA(int g) {
+            int const a = target(g);
+            int const begin = before(pbegin(a)), end = before(pend(a));
+            constexpr int W = particle_lanes<ExecutionSpace, Real>;
+            for (int first = begin; first < end; first += W) {
+              int const count = compat::math::min(W, end - first);
+              int particle[W];
+              for (int l = 0; l < W; ++l) particle[l] = index(first + (l < count ? l : 0));
+              Real p[W] = {}, gx[W] = {}, gy[W] = {}, gz[W] = {};
+              for (int e = offset(g); e < offset(g + 1); ++e) {
+                int const b = source(e);
+                Real dx[W], dy[W], dz[W];
+                for (int l = 0; l < W; ++l) {
+                  dx[l] = Real(pos(particle[l], 0) - centre(b, 0));
+                  dy[l] = Real(pos(particle[l], 1) - centre(b, 1));
+                  dz[l] = Real(pos(particle[l], 2) - centre(b, 2));
+                }
+                m2p_lanes<kind, P, Real, W>(&M(b, 0), Real(scale(b)), dx, dy, dz, h, p, gx, gy, gz);
+              }
+              for (int l = 0; l < count; ++l) {
+                int const i = particle[l];
+                phi(i) += p[l];
+                grad(i, 0) += gx[l];
+                grad(i, 1) += gy[l];
+                grad(i, 2) += gz[l];
+              }
+            }
+          });
+    }
+  }
 
   // The CPU shape of the kernels (one thread per node, SIMD lanes). Public only because nvcc
   // forbids extended lambdas in private member functions; compiled only where the CPU shape is
@@ -389,6 +474,7 @@ class ExpansionPassImpl final : public ExpansionPass {
   Coefficients local_{"kfmm::fmm::locals", 0};
   NearFieldScratch<Real> near_;
   std::uint64_t pairs_ = 0;
+  std::uint64_t m2p_evaluations_ = 0;
 };
 
 /// Makes the pass of order P for a precision and kernel chosen at run time.

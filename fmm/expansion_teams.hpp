@@ -228,6 +228,130 @@ void m2l_teams(ExecutionSpace const& space, typename M2LTeams<Real, P, kind>::Co
   }
 }
 
+/// M2P, GPU shape: a team per group g of one segment of the M2P lists (target leaf t), a thread
+/// per target particle of t at a time, which takes the group's sources in list order: the scaled
+/// offset, degree factors and radial derivatives in registers, the Hermite recurrence (as
+/// cartesian_derivatives_lanes) in its own 2·N reals of team scratch, then φ += Σ_n D_n a_n and
+/// ∂φ/∂x_e += Σ_{|n|<P} D_{n+e} a_n with a_n = M_n (−s_source/ρ)^{|n|}. Same arithmetic as
+/// m2p_lanes(); each particle's sum has a fixed order, whatever the team size.
+template <class Real, int P, SofteningKind kind>
+struct M2PTeams {
+  static constexpr int N = ncoeff<P>;
+  static constexpr int per_thread = 2 * N;  // two levels of the recurrence
+  /// Threads per team on GPUs: as many as the scratch budget holds, at most a warp.
+  static constexpr int gpu_team_size = [] {
+    int const fit = int(expansion_scratch_budget / sizeof(Real)) / per_thread;
+    return fit < 1 ? 1 : fit > 32 ? 32 : fit;
+  }();
+  using Coefficients = Kokkos::View<Real* [N], Kokkos::LayoutRight, MemorySpace>;
+
+  Coefficients M;
+  Vec3View<double> centre;
+  ScalarView<double> scale;
+  Vec3View<double> pos;
+  ScalarView<int> pbegin, pend, before, index;
+  ScalarView<int> target, offset, source;
+  ScalarView<double> phi;
+  Vec3View<double> grad;
+  Real h;
+  int first_group;
+
+  KOKKOS_INLINE_FUNCTION void operator()(TeamMember const& team) const {
+    int const g = first_group + team.league_rank();
+    int const t = target(g);
+    int const begin = before(pbegin(t)), end = before(pend(t));
+    TeamScratch<Real> shared(team.team_scratch(0), std::size_t(per_thread) * team.team_size());
+    Real* const mine = shared.data() + std::size_t(per_thread) * team.team_rank();
+    Real* const level_buffer[2] = {mine, mine + N};
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, end - begin), [&](int k) {
+      using compat::math::fabs;
+      using compat::math::max;
+      int const i = index(begin + k);
+      Real value = Real(0), gx = Real(0), gy = Real(0), gz = Real(0);
+      for (int e = offset(g); e < offset(g + 1); ++e) {
+        int const b = source(e);
+        Real const ex = Real(pos(i, 0) - centre(b, 0)), ey = Real(pos(i, 1) - centre(b, 1)),
+                   ez = Real(pos(i, 2) - centre(b, 2));
+        Real const s_source = Real(scale(b));
+        Real const rho = max(max(max(fabs(ex), fabs(ey)), fabs(ez)), s_source);
+        Real const inv_rho = Real(1) / rho;
+        Real const geo[3] = {ex * inv_rho, ey * inv_rho, ez * inv_rho};
+        Real gm[P + 1];
+        radial_derivatives<kind, P>(geo[0] * geo[0] + geo[1] * geo[1] + geo[2] * geo[2], h * inv_rho, gm);
+        // R⁽ᵐ⁾_{α+e} = x_e R⁽ᵐ⁺¹⁾_α + α_e R⁽ᵐ⁺¹⁾_{α−e}, m = P … 0; level 0 is ∂K (level_buffer[0]).
+        for (int m = P; m >= 0; --m) {
+          Real* const out = level_buffer[m % 2];
+          Real const* const in = level_buffer[(m + 1) % 2];
+          int const count = (P - m + 1) * (P - m + 2) * (P - m + 3) / 6;
+          out[0] = gm[m];
+          for (int q = 1; q < count; ++q) {
+            int x[3] = {0, 0, 0};
+            exponents_of(q, x[0], x[1], x[2]);
+            int const axis = x[0] > 0 ? 0 : (x[1] > 0 ? 1 : 2);
+            x[axis] -= 1;
+            Real const first_term = geo[axis] * in[flat_index(x[0], x[1], x[2])];
+            if (x[axis] >= 1) {
+              int const c = x[axis];
+              x[axis] -= 1;
+              out[q] = first_term + Real(c) * in[flat_index(x[0], x[1], x[2])];
+            } else {
+              out[q] = first_term;
+            }
+          }
+        }
+        Real const* const D = level_buffer[0];
+        Real factor = Real(1);  // (−s_source/ρ)^d
+        Real v = Real(0), fx = Real(0), fy = Real(0), fz = Real(0);
+        int n = 0;
+        for (int d = 0; d <= P; ++d) {
+          for (int a = d; a >= 0; --a)
+            for (int bb = d - a; bb >= 0; --bb, ++n) {
+              int const c = d - a - bb;
+              Real const an = M(b, n) * factor;
+              v += an * D[n];
+              if (d < P) {
+                fx += an * D[flat_index(a + 1, bb, c)];
+                fy += an * D[flat_index(a, bb + 1, c)];
+                fz += an * D[flat_index(a, bb, c + 1)];
+              }
+            }
+          factor *= -s_source * inv_rho;
+        }
+        value += v * inv_rho;
+        Real const inv2 = inv_rho * inv_rho;
+        gx += fx * inv2;
+        gy += fy * inv2;
+        gz += fz * inv2;
+      }
+      phi(i) += value;
+      grad(i, 0) += gx;
+      grad(i, 1) += gy;
+      grad(i, 2) += gz;
+    });
+  }
+};
+
+/// M2P over all segments of `lists`, GPU shape (see M2PTeams); phi and grad accumulate.
+template <class Real, int P, SofteningKind kind>
+void m2p_teams(ExecutionSpace const& space, typename M2PTeams<Real, P, kind>::Coefficients const& M,
+               NodeGeometry const& geometry, Tree<> const& tree, Vec3View<double> const& pos,
+               TargetParticles const& targets, PairLists const& lists, Real h, ScalarView<double> const& phi,
+               Vec3View<double> const& grad, TeamShape shape = {}) {
+  using Functor = M2PTeams<Real, P, kind>;
+  // Scratch is sized per thread: the team size is fixed (AUTO could exceed what it holds).
+  int const team_size = shape.team_size > 0 ? shape.team_size : gpu_shaped_kernels<ExecutionSpace>() ? Functor::gpu_team_size : 1;
+  std::size_t const bytes = TeamScratch<Real>::shmem_size(std::size_t(Functor::per_thread) * team_size);
+  for (int s = 0; s < lists.num_segments(); ++s) {
+    int const groups = lists.segment_begin[s + 1] - lists.segment_begin[s];
+    if (groups == 0) continue;
+    Kokkos::parallel_for("kfmm::fmm::m2p_teams",
+                         make_team_policy<TeamPolicyDynamic>(space, groups, TeamShape{team_size}, bytes),
+                         Functor{M, geometry.centre, geometry.scale, pos, tree.particle_begin, tree.particle_end,
+                                 targets.before, targets.index, lists.target, lists.offset, lists.source, phi, grad,
+                                 h, lists.segment_begin[s]});
+  }
+}
+
 /// What M2M and L2L need of the children of a node, chunk of up to 8 (an octree node's): per
 /// child c, w[c·N + n] = (d_c/s_parent)^n / n! and ratio[c·(P+1) + e] = (s_c/s_parent)^e, as
 /// parent_child_lanes().

@@ -211,7 +211,7 @@ class ForceSolver::Impl {
       auto step = [&](char const* name) {
         if (timed) phase(name);
       };
-      walk_.run(space_, tree_, geometry_, test, root, m2l_, p2p_, import);
+      walk_.run(space_, tree_, geometry_, test, root, m2l_, p2p_, m2p_, import);
       if (context_.size() > 1) sources = distributed_.import_leaf_particles(space_, context_, p2p_, tree_, particles);
       step("walk");
       auto const local = [&] {
@@ -224,6 +224,9 @@ class ForceSolver::Impl {
         fault_injection::point("force.p2p");
         pass_->add_near_field(space_, tree_, geometry_, p2p_, sources, targets_, phi_, grad_);
         step("p2p");
+        fault_injection::point("force.m2p");
+        pass_->add_multipoles_at_particles(space_, tree_, geometry_, m2p_, sources, targets_, phi_, grad_);
+        step("m2p");
         then();
       };
       if (context_.size() > 1)
@@ -233,6 +236,9 @@ class ForceSolver::Impl {
     };
     double const reach = config_.softening == SofteningKind::Spline ? 2.8 * config_.softening_length : 0.0;
     OpeningTest test{config_.theta, reach, config_.order};
+    // M2P under the relative criterion only: the angle criterion keeps its pairs symmetric
+    // (momentum conserved to round-off) and its θ bounds r_A/d.
+    if (relative()) test.m2p_theta = config_.m2p_theta;
     if (relative()) {
       // |a| of every particle: from the previous call, or else from a coarser evaluation now.
       auto const allowance = [&] {
@@ -739,7 +745,8 @@ class ForceSolver::Impl {
   };
   TreeWork local_work(std::size_t particles) const {
     double const m2l = m2l_cost_in_pairs(config_.order) * double(count_m2l());
-    return {pass_->p2p_pairs() + static_cast<std::uint64_t>(m2l), particles};
+    double const m2p = m2p_cost_in_pairs(config_.order) * double(pass_->m2p_evaluations());
+    return {pass_->p2p_pairs() + static_cast<std::uint64_t>(m2l + m2p), particles};
   }
 
   // A refitted call's work in the terms of local_work of a full call, per particle of its target
@@ -749,8 +756,10 @@ class ForceSolver::Impl {
   TreeWork refitted_work() const {
     std::uint64_t const leaf_particles = target_leaf_particles();
     double const m2l = m2l_cost_in_pairs(config_.order) * double(count_m2l());
-    double const p2p =
-        targets_.count > 0 ? double(pass_->p2p_pairs()) * double(leaf_particles) / double(targets_.count) : 0.0;
+    // M2P, like P2P, is paid per target particle.
+    double const per_target = double(pass_->p2p_pairs()) +
+                              m2p_cost_in_pairs(config_.order) * double(pass_->m2p_evaluations());
+    double const p2p = targets_.count > 0 ? per_target * double(leaf_particles) / double(targets_.count) : 0.0;
     return {static_cast<std::uint64_t>(p2p + m2l), leaf_particles};
   }
 
@@ -1020,6 +1029,12 @@ class ForceSolver::Impl {
     for (int k = 1; k <= 6; ++k) binomial = binomial * (order + k) / k;
     return 0.23 * binomial;
   }
+  // What one M2P (a source's multipole at one particle) costs in P2P pairs: the kernel
+  // derivatives and four contractions, each ∝ ncoeff = C(p + 3, 3); the factor fits the M2P and
+  // P2P rates of perf_tests (docs/cost_model.md).
+  static double m2p_cost_in_pairs(int order) {
+    return 0.3 * (order + 1) * (order + 2) * (order + 3) / 6.0;
+  }
 
   // Per-particle cost of this evaluation, in units of one P2P pair: the sources of its leaf's
   // P2P lists plus the leaf's M2L (each worth m2l_cost_in_pairs) shared by its particles (M2L
@@ -1047,14 +1062,16 @@ class ForceSolver::Impl {
   // local nodes: their particle ranges index targets_.before.)
   void measure_leaf_costs() {
     double const m2l_cost = m2l_cost_in_pairs(config_.order);
+    double const m2p_cost = m2p_cost_in_pairs(config_.order);
     grow_preserving(leaf_cost_, std::size_t(tree_.num_nodes));
     Kokkos::deep_copy(space_, leaf_cost_, 0.0);
     auto cost = leaf_cost_;
     auto const pbegin = tree_.particle_begin;
     auto const pend = tree_.particle_end;
     auto const before = targets_.before;
-    for (PairLists const* lists : {&p2p_, &m2l_}) {
+    for (PairLists const* lists : {&p2p_, &m2l_, &m2p_}) {
       bool const near = lists == &p2p_;
+      bool const m2p = lists == &m2p_;
       auto const target = lists->target;
       auto const offset = lists->offset;
       auto const source = lists->source;
@@ -1067,7 +1084,7 @@ class ForceSolver::Impl {
               double const share = m2l_cost / compat::math::max(1, before(pend(a)) - before(pbegin(a)));
               double c = 0;
               for (int e = offset(g); e < offset(g + 1); ++e)
-                c += near ? double(pend(source(e)) - pbegin(source(e))) : share;
+                c += near ? double(pend(source(e)) - pbegin(source(e))) : m2p ? m2p_cost : share;
               cost(a) += c;
             });
     }
@@ -1155,16 +1172,17 @@ class ForceSolver::Impl {
   void collect_counts(Particles<MemorySpace> const& particles, int n) {
     // M2L into shared cells is done on every rank holding particles in them; count it once.
     std::uint64_t const m2l_count = count_m2l();
-    std::uint64_t local[4] = {pass_->p2p_pairs(), m2l_count, 0, 0};
+    std::uint64_t local[5] = {pass_->p2p_pairs(), m2l_count, 0, 0, pass_->m2p_evaluations()};
     // Nodes and leaves owned here (imported nodes are counted by their owners).
     local[2] = distributed_.owned_nodes(tree_, geometry_, context_.rank());
     local[3] = distributed_.owned_leaves(tree_, geometry_);
-    std::uint64_t global[4];
-    MPI_Allreduce(local, global, 4, MPI_UINT64_T, MPI_SUM, context_.comm());
+    std::uint64_t global[5];
+    MPI_Allreduce(local, global, 5, MPI_UINT64_T, MPI_SUM, context_.comm());
     stats_.p2p_pairs = global[0];
     stats_.m2l = global[1];
     stats_.nodes = global[2];
     stats_.leaves = global[3];
+    stats_.m2p = global[4];
     std::uint64_t const count = static_cast<std::uint64_t>(n);
     MPI_Allreduce(&count, &stats_.particles_min, 1, MPI_UINT64_T, MPI_MIN, context_.comm());
     MPI_Allreduce(&count, &stats_.particles_max, 1, MPI_UINT64_T, MPI_MAX, context_.comm());
@@ -1209,7 +1227,7 @@ class ForceSolver::Impl {
   bool statistics_ = false;  // gather the global figures of stats_ (collectives on every call)
   ScalarView<double> carried_{"kfmm::solver::carried_estimate", 0};
   ScalarView<double> carried_spare_{"kfmm::solver::carried_estimate", 0};  ///< sort_locally's target, swapped in
-  PairLists m2l_, p2p_;
+  PairLists m2l_, p2p_, m2p_;
   DistributedTree distributed_;
   TargetParticles targets_;  ///< the particles whose forces the current evaluation computes (owner order)
   ScalarView<double> leaf_cost_{"kfmm::solver::leaf_cost", 0};

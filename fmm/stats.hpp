@@ -12,12 +12,13 @@ namespace kfmm {
 /// unless named `local_`.
 struct ForceStats {
   /// (phase name, seconds) in execution order: "domain", "keys", "sort", "tree", "upward",
-  /// "exchange", "walk", "m2l", "p2p", "downward", "output".
+  /// "exchange", "walk", "m2l", "downward", "p2p", "m2p", "output".
   std::vector<std::pair<std::string, double>> phases;
   double total_seconds = 0;
 
   std::uint64_t p2p_pairs = 0;       ///< particle–particle interactions
   std::uint64_t m2l = 0;             ///< node–node (M2L) interactions
+  std::uint64_t m2p = 0;             ///< node–particle (M2P) interactions
   std::uint64_t nodes = 0;           ///< nodes of the global tree
   std::uint64_t leaves = 0;
 

@@ -1,5 +1,6 @@
 // Throughput of the expansion operators as the passes run them (in lanes): M2L pairs/s (and
-// one by one), P2M and L2P particles/s, M2M and L2L child translations/s, over many
+// one by one), P2M and L2P particles/s, M2P (source, particle) evaluations/s, M2M and L2L child
+// translations/s, over many
 // independent items in a Kokkos parallel_for on the host execution space.
 #include <kfmm/fmm/expansion.hpp>
 
@@ -128,6 +129,40 @@ void L2P(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * items);
 }
 
+// M2P as the pass runs it: the particles of a leaf in lanes (particle_lanes), one source's
+// multipole after another. Items are (source, particle) evaluations.
+template <int P, class Real>
+void M2P(benchmark::State& state) {
+  constexpr int N = kfmm::ncoeff<P>;
+  constexpr int W = kfmm::particle_lanes<Space, Real>;
+  constexpr int sources = 16;
+  auto const M = random_view<Real>("kfmm::bench::multipoles", sources, N, 1);
+  auto const x = random_view<Real>("kfmm::bench::positions", items / sources, 3, 2);
+  auto const out = random_view<Real>("kfmm::bench::field", items / sources, 4, 3);
+  for (auto _ : state) {
+    Kokkos::parallel_for(
+        "kfmm::bench::m2p", Kokkos::RangePolicy<Space>(0, items / sources / W), KOKKOS_LAMBDA(int chunk) {
+          int const first = chunk * W;
+          Real phi[W] = {}, gx[W] = {}, gy[W] = {}, gz[W] = {};
+          for (int b = 0; b < sources; ++b) {
+            Real dx[W], dy[W], dz[W];
+            for (int l = 0; l < W; ++l) {
+              dx[l] = Real(4) + x(first + l, 0) + Real(0.1) * b;
+              dy[l] = x(first + l, 1);
+              dz[l] = x(first + l, 2);
+            }
+            kfmm::m2p_lanes<kfmm::SofteningKind::Plummer, P, Real, W>(&M(b, 0), Real(1), dx, dy, dz, Real(0.01), phi,
+                                                                      gx, gy, gz);
+          }
+          for (int l = 0; l < W; ++l)
+            out(first + l, 0) = phi[l], out(first + l, 1) = gx[l], out(first + l, 2) = gy[l], out(first + l, 3) = gz[l];
+        });
+    Space().fence();
+  }
+  benchmark::DoNotOptimize(out(0, 0));
+  state.SetItemsProcessed(state.iterations() * items);
+}
+
 // M2M and L2L as the passes run them: the 8 children of a node at once, one per lane. Items
 // are child translations.
 template <int P, class Real>
@@ -197,6 +232,8 @@ void L2L(benchmark::State& state) {
   BENCHMARK_TEMPLATE(P2M, P, double);         \
   BENCHMARK_TEMPLATE(L2P, P, float);          \
   BENCHMARK_TEMPLATE(L2P, P, double);         \
+  BENCHMARK_TEMPLATE(M2P, P, float);          \
+  BENCHMARK_TEMPLATE(M2P, P, double);         \
   BENCHMARK_TEMPLATE(M2M, P, float);          \
   BENCHMARK_TEMPLATE(M2M, P, double);         \
   BENCHMARK_TEMPLATE(L2L, P, float);          \

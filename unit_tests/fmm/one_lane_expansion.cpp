@@ -25,6 +25,13 @@ void m2l(Real const* M_source, Real s_source, Real dx, Real dy, Real dz, Real h,
   kfmm::m2l<kind, P>(M_source, s_source, dx, dy, dz, h, s_target, L_target);
 }
 
+template <SofteningKind kind, int P, class Real>
+void m2p(Real const* M, Real s_source, Real dx, Real dy, Real dz, Real h, Real& phi, Real& dphidx, Real& dphidy,
+         Real& dphidz) {
+  phi = dphidx = dphidy = dphidz = Real(0);  // m2p accumulates
+  kfmm::m2p<kind, P>(M, s_source, dx, dy, dz, h, phi, dphidx, dphidy, dphidz);
+}
+
 template <int P, class Real>
 void l2l(Real const* L_parent, Real s_parent, Real dx, Real dy, Real dz, Real s_child, Real* L_child) {
   kfmm::l2l<P>(L_parent, s_parent, dx, dy, dz, s_child, L_child);
@@ -42,6 +49,10 @@ void l2p(Real const* L, Real s, Real ux, Real uy, Real uz, Real& phi, Real& dphi
   template void m2m<P, Real>(Real const*, Real, Real, Real, Real, Real, Real*);                                \
   template void m2l<SofteningKind::Plummer, P, Real>(Real const*, Real, Real, Real, Real, Real, Real, Real*);   \
   template void m2l<SofteningKind::Spline, P, Real>(Real const*, Real, Real, Real, Real, Real, Real, Real*);    \
+  template void m2p<SofteningKind::Plummer, P, Real>(Real const*, Real, Real, Real, Real, Real, Real&, Real&, Real&, \
+                                                    Real&);                                                    \
+  template void m2p<SofteningKind::Spline, P, Real>(Real const*, Real, Real, Real, Real, Real, Real&, Real&, Real&,  \
+                                                   Real&);                                                     \
   template void l2l<P, Real>(Real const*, Real, Real, Real, Real, Real, Real*);                                \
   template void l2p<P, Real>(Real const*, Real, Real, Real, Real, Real&, Real&, Real&, Real&);
 

@@ -1,5 +1,5 @@
 #pragma once
-// The one-lane expansion functions of fmm/expansion.hpp (p2m, m2m, m2l, l2l, l2p), compiled once,
+// The one-lane expansion functions of fmm/expansion.hpp (p2m, m2m, m2l, m2p, l2l, l2p), compiled once,
 // in one_lane_expansion.cpp, for every test that compares against them. Each is fully unrolled
 // code of tens of thousands of instructions per order and precision; the expansion tests used to
 // instantiate the same ones in each file, which made them the slowest files of the build.
@@ -18,6 +18,10 @@ void m2m(Real const* M_child, Real s_child, Real dx, Real dy, Real dz, Real s_pa
 
 template <SofteningKind kind, int P, class Real>
 void m2l(Real const* M_source, Real s_source, Real dx, Real dy, Real dz, Real h, Real s_target, Real* L_target);
+
+template <SofteningKind kind, int P, class Real>
+void m2p(Real const* M, Real s_source, Real dx, Real dy, Real dz, Real h, Real& phi, Real& dphidx, Real& dphidy,
+         Real& dphidz);
 
 template <int P, class Real>
 void l2l(Real const* L_parent, Real s_parent, Real dx, Real dy, Real dz, Real s_child, Real* L_child);

@@ -1,6 +1,7 @@
 // The dual-tree walk: every pair of leaves is covered exactly once (by one M2L pair of their
-// ancestors or one P2P pair), segments never repeat a target, and a second walk with the same
-// DualTreeWalk gives the same lists without growing any View.
+// ancestors, one M2P pair of the target leaf and a source's ancestor, or one P2P pair), segments
+// never repeat a target, and a second walk with the same DualTreeWalk gives the same lists
+// without growing any View.
 #include "host_pair_lists.hpp"
 #include "sorted_tree.hpp"
 
@@ -42,15 +43,22 @@ class DualTreeWalkTest : public testing::Test {
     return below;
   }
 
+  void expect_every_leaf_pair_covered_once(double m2p_theta);
+
   kfmm::ExecutionSpace space;
   kfmm_test::SortedTree sorted;
   kfmm::NodeGeometry geometry;
 };
 
-TEST_F(DualTreeWalkTest, EveryLeafPairIsCoveredOnceAndTargetsAreUniquePerSegment) {
+// m2p_theta: 0 (no M2P) or the ratio of a leaf's radius to the distance beyond which M2L turns
+// into M2P (from inner sources) or P2P (from leaves).
+void DualTreeWalkTest::expect_every_leaf_pair_covered_once(double m2p_theta) {
+  SCOPED_TRACE(testing::Message() << "m2p_theta = " << m2p_theta);
   kfmm::DualTreeWalk walk;
-  kfmm::PairLists m2l, p2p;
-  walk.run(space, sorted.tree, geometry, 0.6, 0.0, 0, m2l, p2p);
+  kfmm::PairLists m2l, p2p, m2p;
+  kfmm::OpeningTest test{0.6, 0.0};
+  test.m2p_theta = m2p_theta;
+  walk.run(space, sorted.tree, geometry, test, 0, m2l, p2p, m2p);
   auto const below = leaves_below();
   std::vector<int> leaf_number(sorted.tree.num_nodes, -1);
   int leaves = 0;
@@ -58,8 +66,9 @@ TEST_F(DualTreeWalkTest, EveryLeafPairIsCoveredOnceAndTargetsAreUniquePerSegment
     if (below[node].size() == 1 && below[node][0] == node) leaf_number[node] = leaves++;
   ASSERT_GT(leaves, 100);
   ASSERT_GT(m2l.num_entries, 0);
+  if (m2p_theta > 0) ASSERT_GT(m2p.num_entries, 0) << "no M2P pair: the test shows nothing";
   std::vector<int> covered(std::size_t(leaves) * leaves, 0);
-  for (kfmm::PairLists const* lists : {&m2l, &p2p}) {
+  for (kfmm::PairLists const* lists : {&m2l, &p2p, &m2p}) {
     HostLists const h = to_host(*lists);
     ASSERT_EQ(h.segment_begin.back(), lists->num_groups);
     for (std::size_t s = 0; s + 1 < h.segment_begin.size(); ++s) {
@@ -73,6 +82,10 @@ TEST_F(DualTreeWalkTest, EveryLeafPairIsCoveredOnceAndTargetsAreUniquePerSegment
           ASSERT_GE(leaf_number[h.target[g]], 0);
           ASSERT_GE(leaf_number[h.source[e]], 0);
         }
+        if (lists == &m2p) {  // a leaf target, an inner source
+          ASSERT_GE(leaf_number[h.target[g]], 0);
+          ASSERT_LT(leaf_number[h.source[e]], 0);
+        }
         for (int a : below[h.target[g]])
           for (int b : below[h.source[e]]) ++covered[std::size_t(leaf_number[a]) * leaves + leaf_number[b]];
       }
@@ -80,6 +93,11 @@ TEST_F(DualTreeWalkTest, EveryLeafPairIsCoveredOnceAndTargetsAreUniquePerSegment
   for (int a = 0; a < leaves; ++a)
     for (int b = 0; b < leaves; ++b)
       ASSERT_EQ(covered[std::size_t(a) * leaves + b], 1) << "leaves " << a << " and " << b;
+}
+
+TEST_F(DualTreeWalkTest, EveryLeafPairIsCoveredOnceAndTargetsAreUniquePerSegment) {
+  expect_every_leaf_pair_covered_once(0.0);
+  expect_every_leaf_pair_covered_once(0.3);
 }
 
 TEST_F(DualTreeWalkTest, ASecondWalkGivesTheSameListsWithoutGrowing) {

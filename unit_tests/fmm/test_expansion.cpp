@@ -1,4 +1,5 @@
-// Taylor expansions: P2M → M2L → L2P against direct sums for both kernels (convergence in P),
+// Taylor expansions: P2M → M2L → L2P and P2M → M2P against direct sums for both kernels
+// (convergence in P),
 // exactness of M2M and L2L, lane forms against one lane, float robustness at extreme scales,
 // runtime order dispatch.
 #include <kfmm/core/error.hpp>
@@ -142,6 +143,77 @@ TEST(Expansion, ConvergesToDirectSumSpline) {
     expect_geometric_convergence<SofteningKind::Spline>(2.8);
     expect_geometric_convergence<SofteningKind::Spline>(8.2);
     expect_geometric_convergence<SofteningKind::Spline>(16.8);
+  } else {
+    GTEST_SKIP() << kfmm::test_support::not_built_message(0);
+  }
+}
+
+// P2M about c_s → M2P at every target: the multipole evaluated at each point.
+template <SofteningKind kind, int P>
+std::vector<std::array<double, 4>> m2p_field(Cluster const& targets, Cluster const& sources, Vec c_s, double s_s,
+                                             double h) {
+  double M[kfmm::ncoeff<P>] = {};
+  for (std::size_t j = 0; j < sources.pos.size(); ++j)
+    one_lane::p2m<P>(sources.mass[j], (sources.pos[j][0] - c_s[0]) / s_s, (sources.pos[j][1] - c_s[1]) / s_s,
+                     (sources.pos[j][2] - c_s[2]) / s_s, M);
+  std::vector<std::array<double, 4>> out;
+  for (auto const& x : targets.pos) {
+    double phi, gx, gy, gz;
+    one_lane::m2p<kind, P>(M, s_s, x[0] - c_s[0], x[1] - c_s[1], x[2] - c_s[2], h, phi, gx, gy, gz);
+    out.push_back({phi, gx, gy, gz});
+  }
+  return out;
+}
+
+// M2P at order P against the direct sum, and against M2L into a node centred on each target
+// followed by L2P at its centre (the same sums, so equal to rounding): the largest relative
+// difference of the latter.
+template <SofteningKind kind>
+struct M2PAtOrder {
+  template <int P>
+  struct At {
+    static std::array<double, 3> run(WellSeparatedPair const& pair, double h) {
+      auto const got = m2p_field<kind, P>(pair.targets, pair.sources, pair.c_s, 1.0, h);
+      double largest = 0;
+      for (std::size_t i = 0; i < pair.targets.pos.size(); ++i) {
+        Cluster one;
+        one.pos = {pair.targets.pos[i]};
+        one.mass = {1.0};
+        auto const via_local = expansion_field<kind, P, double>(one, one.pos[0], 0.5, pair.sources, pair.c_s, 1.0, h);
+        for (int a = 0; a < 4; ++a)
+          largest = std::max(largest, std::abs(got[i][a] - via_local[0][a]) / std::abs(via_local[0][0]));
+      }
+      Errors const e = relative_errors(got, direct_field<kind>(pair.targets, pair.sources, h));
+      return {e.potential, e.force, largest};
+    }
+  };
+};
+
+template <SofteningKind kind>
+void expect_m2p_converges(double h) {
+  SCOPED_TRACE(testing::Message() << kfmm::to_string(kind) << " h = " << h);
+  WellSeparatedPair const pair;
+  std::array<std::array<double, 3>, 9> e{};
+  for (int p = 1; p <= 8; ++p) {
+    e[p] = kfmm::dispatch_order<M2PAtOrder<kind>::template At>(p, pair, h);
+    EXPECT_LT(e[p][2], 1e-12) << "M2P differs from M2L + L2P at the point, p = " << p;
+  }
+  for (int p = 1; p + 2 <= 8; ++p) {
+    EXPECT_LT(e[p + 2][0], e[p][0] / 5) << "p = " << p;
+    EXPECT_LT(e[p + 2][1], e[p][1] / 5) << "p = " << p;
+  }
+  EXPECT_LT(e[8][0], 1e-7);
+  EXPECT_LT(e[8][1], 1e-6);
+}
+
+// M2P has no target expansion, so its error is the source's alone: it converges to the direct sum
+// at the rate of the source's extent over the distance, both kernels.
+TEST(Expansion, M2PConvergesToDirectSumAndEqualsM2LThenL2PAtThePoint) {
+  if constexpr (kfmm::test_support::all_expansion_orders_built()) {
+    expect_m2p_converges<SofteningKind::Plummer>(0.05);
+    expect_m2p_converges<SofteningKind::Plummer>(6.0);
+    expect_m2p_converges<SofteningKind::Spline>(2.8);
+    expect_m2p_converges<SofteningKind::Spline>(16.8);
   } else {
     GTEST_SKIP() << kfmm::test_support::not_built_message(0);
   }

@@ -1,5 +1,5 @@
 // The GPU shape of the expansion kernels (expansion_teams.hpp), run on this build's backend in
-// every configuration: M2L, P2M, M2M, L2L and L2P team kernels against the one-lane
+// every configuration: M2L, M2P, P2M, M2M, L2L and L2P team kernels against the one-lane
 // expansion functions (the CPU shape) to round-off, on hand-made lists and trees that take
 // several source batches, particle tiles and child chunks; results independent of the team size.
 #include <kfmm/fmm/expansion_teams.hpp>
@@ -311,6 +311,98 @@ TEST(ExpansionTeams, UpwardAndDownwardMatchOneLane) {
   expect_upward_and_downward_teams_match_one_lane<float, 7>();
   expect_upward_and_downward_teams_match_one_lane<double, 7>();
   if constexpr (expansion_order_built(8)) expect_upward_and_downward_teams_match_one_lane<double, 8>();
+}
+
+// M2P: leaves of the small tree take far sources (a group with more sources than a team has
+// threads, a leaf in two segments, leaves in no group); against one m2p() call per source and
+// particle. Particles outside the groups' leaves keep their values; phi and grad accumulate.
+template <class Real, int P, SofteningKind kind>
+void expect_m2p_teams_match_one_lane() {
+  SCOPED_TRACE(testing::Message() << "P = " << P << (sizeof(Real) == 4 ? " float" : " double"));
+  constexpr int N = ncoeff<P>;
+  SmallTree const t(3);
+  int const first_source = t.tree.num_nodes, sources = 40;
+  std::mt19937_64 rng(8);
+  std::uniform_real_distribution<double> u(-0.5, 0.5);
+  std::vector<std::array<double, 3>> centre = t.centre;
+  std::vector<double> scale = t.scale;
+  std::vector<std::array<Real, N>> M(first_source + sources);
+  for (auto& m : M) m.fill(Real(0));
+  for (int j = 0; j < sources; ++j) {
+    centre.push_back({3 + u(rng), 2 * u(rng), -2 + u(rng)});
+    scale.push_back(std::ldexp(1.0, -int(2 * (u(rng) + 0.5))));
+    for (auto& m : M[first_source + j]) m = Real(u(rng));
+  }
+  // Segment 0: (leaf 1: all sources), (leaf 2: 5 of them); segment 1: (leaf 1: 3 of them).
+  std::vector<int> target = {1, 2, 1}, offset = {0}, source;
+  auto add_group = [&](int first, int count) {
+    for (int j = 0; j < count; ++j) source.push_back(first_source + first + j);
+    offset.push_back(int(source.size()));
+  };
+  add_group(0, sources);
+  add_group(4, 5);
+  add_group(30, 3);
+  PairLists lists;
+  lists.target = device_view(target);
+  lists.offset = device_view(offset);
+  lists.source = device_view(source);
+  lists.segment_begin = {0, 2, 3};
+  lists.num_groups = 3;
+  lists.num_entries = int(source.size());
+  NodeGeometry geometry = t.geometry;
+  geometry.centre = device_vec3(centre);
+  geometry.scale = device_view(scale);
+  Real const h = Real(0.3);
+
+  int const n = int(t.pos.size());
+  std::vector<std::array<double, 4>> want(n, {-1.0, 0.5, 0.25, 0.125});
+  for (int g = 0; g < 3; ++g)
+    for (int i = t.pbegin[target[g]]; i < t.pend[target[g]]; ++i) {
+      Real sum[4] = {};
+      for (int e = offset[g]; e < offset[g + 1]; ++e) {
+        int const b = source[e];
+        Real f[4];
+        one_lane::m2p<kind, P>(M[b].data(), Real(scale[b]), Real(t.pos[i][0] - centre[b][0]),
+                               Real(t.pos[i][1] - centre[b][1]), Real(t.pos[i][2] - centre[b][2]), h, f[0], f[1],
+                               f[2], f[3]);
+        for (int k = 0; k < 4; ++k) sum[k] += f[k];
+      }
+      for (int k = 0; k < 4; ++k) want[i][k] += double(sum[k]);
+    }
+
+  auto const M_device = to_device<Real, P>(M);
+  std::vector<double> first_field;
+  for (TeamShape shape : team_shapes()) {
+    SCOPED_TRACE(testing::Message() << "team size " << shape.team_size);
+    ScalarView<double> phi("phi", n);
+    Vec3View<double> grad("grad", n);
+    Kokkos::deep_copy(phi, -1.0);
+    Kokkos::deep_copy(Kokkos::subview(grad, Kokkos::ALL, 0), 0.5);
+    Kokkos::deep_copy(Kokkos::subview(grad, Kokkos::ALL, 1), 0.25);
+    Kokkos::deep_copy(Kokkos::subview(grad, Kokkos::ALL, 2), 0.125);
+    detail::m2p_teams<Real, P, kind>(ExecutionSpace(), M_device, geometry, t.tree, t.pos_device,
+                                     all_targets(ExecutionSpace(), n), lists, h, phi, grad, shape);
+    auto const phi_host = Kokkos::create_mirror_view_and_copy(HostSpace(), phi);
+    auto const grad_host = Kokkos::create_mirror_view_and_copy(HostSpace(), grad);
+    std::vector<double> field;
+    for (int i = 0; i < n; ++i) {
+      double const got[4] = {phi_host(i), grad_host(i, 0), grad_host(i, 1), grad_host(i, 2)};
+      double const scale_of = std::abs(want[i][0]) + std::abs(want[i][1]) + 1;
+      for (int k = 0; k < 4; ++k) EXPECT_NEAR(got[k], want[i][k], tolerance<Real>() * scale_of) << "particle " << i << " k " << k;
+      field.insert(field.end(), got, got + 4);
+    }
+    if (first_field.empty())
+      first_field = field;
+    else
+      EXPECT_EQ(field, first_field) << "the team size changed the bits of the field";
+  }
+}
+
+TEST(ExpansionTeams, M2PMatchesOneLane) {
+  if constexpr (expansion_order_built(3)) expect_m2p_teams_match_one_lane<double, 3, SofteningKind::Spline>();
+  expect_m2p_teams_match_one_lane<float, 7, SofteningKind::Plummer>();
+  expect_m2p_teams_match_one_lane<double, 7, SofteningKind::Spline>();
+  if constexpr (expansion_order_built(8)) expect_m2p_teams_match_one_lane<double, 8, SofteningKind::Plummer>();
 }
 
 // The streamed L2P of the GPU shape is l2p_lanes() with one lane, term for term.

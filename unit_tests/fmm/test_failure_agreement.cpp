@@ -176,7 +176,7 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Combine(testing::Values("force.refit_positions", "force.decompose", "force.sort", "force.tree",
                                      "force.upward", "force.top_tree", "force.top_tree_links", "force.walk_setup",
                                      "force.walk", "force.import_nodes", "force.import_particles", "force.m2l",
-                                     "force.downward", "force.p2p", "force.output", "force.return"),
+                                     "force.downward", "force.p2p", "force.m2p", "force.output", "force.return"),
                      testing::Values(0), testing::Values(OpeningCriterion::Angle)),
     case_name);
 INSTANTIATE_TEST_SUITE_P(FirstRank, FailureAgreementTest,

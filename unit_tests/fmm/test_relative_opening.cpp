@@ -135,7 +135,8 @@ TEST_F(RelativeOpeningTest, WalkAcceptsWhatTheAllowanceAllows) {
 // The CPU shape classifies the children of a target node together, one per SIMD lane; the GPU
 // shape one child at a time. Both make the same decisions, to the pair and in the same order:
 // at odd and even p + 1 (1/d enters the estimate or not), with and without the spline's reach,
-// with the coherence on and the allowance where some pairs pass and some do not.
+// with the coherence on and the allowance where some pairs pass and some do not, with M2P for
+// large leaves (its lists too).
 TEST_F(RelativeOpeningTest, CpuAndGpuShapedWalksGiveTheSameLists) {
   ScalarView<double> allowed("allowed", sorted.tree.num_nodes);
   for (int order : {7, 4}) {
@@ -145,18 +146,21 @@ TEST_F(RelativeOpeningTest, CpuAndGpuShapedWalksGiveTheSameLists) {
     for (double reach : {0.0, 0.01})
       for (double allowance : {1e-4, 1e-6}) {
         Kokkos::deep_copy(allowed, allowance);
-        OpeningTest const test{0.9, reach, order, allowed, 0.1};
-        PairLists m2l[2], p2p[2];
+        OpeningTest test{0.9, reach, order, allowed, 0.1};
+        test.m2p_theta = 0.3;
+        PairLists m2l[2], p2p[2], m2p[2];
         for (int shape = 0; shape < 2; ++shape) {
           ScopedKernelShape const scope(shape ? KernelShape::Gpu : KernelShape::Cpu);
           DualTreeWalk walk;
-          walk.run(space, sorted.tree, geometry, test, 0, m2l[shape], p2p[shape]);
+          walk.run(space, sorted.tree, geometry, test, 0, m2l[shape], p2p[shape], m2p[shape]);
         }
         std::string const where = fmt::format("p = {}, reach {}, allowance {}", order, reach, allowance);
         EXPECT_GT(count_pairs(m2l[0]), 0) << where;
         EXPECT_GT(count_pairs(p2p[0]), 0) << where;
+        EXPECT_GT(count_pairs(m2p[0]), 0) << where;
         EXPECT_TRUE(kfmm_test::to_host(m2l[0]) == kfmm_test::to_host(m2l[1])) << where;
         EXPECT_TRUE(kfmm_test::to_host(p2p[0]) == kfmm_test::to_host(p2p[1])) << where;
+        EXPECT_TRUE(kfmm_test::to_host(m2p[0]) == kfmm_test::to_host(m2p[1])) << where;
       }
   }
 }
