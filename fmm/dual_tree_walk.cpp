@@ -198,11 +198,11 @@ struct WalkView {
   KOKKOS_INLINE_FUNCTION static bool large_target(Target const& a, double d2) {
     return a.radius * a.radius > a.m2p_limit2 * d2;
   }
-  // For a pair with large_target(a, d²): b's multipole evaluated at each particle of a (M2P) is
-  // allowed when b passes the angle test and the kernel's reach from a's nearest possible
-  // particle, at d' = d − r_a, and, under the relative criterion, its truncation error there,
-  // C(p+1, p+1) T_{p+1} / d'^(p+3) (the estimate of classify() without a's extent), per unit G
-  // over d'²... returned (0 under the angle test alone); −1 when M2P is not allowed.
+  // For a pair with large_target(a, d²): b's multipole evaluated at each particle of a (M2P)
+  // needs b to pass the angle test and the kernel's reach from a's nearest possible particle, at
+  // d' = d − r_a. Returns −1 where it does not; else the relative criterion's estimate there,
+  // C(p+1, p+1) T_{p+1} / d'^(p+3) (error_estimate_over_d2() without a's extent, compared with
+  // the same allowance), or 0 under the angle test alone.
   template <int Q>
   KOKKOS_INLINE_FUNCTION double m2p_estimate(Target const& a, int b, double d2) const {
     double const d = compat::math::sqrt(d2);

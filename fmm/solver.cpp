@@ -1033,7 +1033,7 @@ class ForceSolver::Impl {
   // derivatives and four contractions, each ∝ ncoeff = C(p + 3, 3); the factor fits the M2P and
   // P2P rates of perf_tests (docs/cost_model.md).
   static double m2p_cost_in_pairs(int order) {
-    return 0.3 * (order + 1) * (order + 2) * (order + 3) / 6.0;
+    return 0.9 * (order + 1) * (order + 2) * (order + 3) / 6.0;
   }
 
   // Per-particle cost of this evaluation, in units of one P2P pair: the sources of its leaf's
