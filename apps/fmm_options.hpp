@@ -52,7 +52,7 @@ inline void add_fmm_options(CLI::App* command, std::shared_ptr<FmmOptions> const
   command->add_option("--leaf-size", c.leaf_size, "maximum particles per leaf")->capture_default_str();
   command->add_option("--m2p-theta", c.m2p_theta,
                       "--mac relative: a leaf takes a source by M2P, not M2L, where its radius exceeds this times "
-                      "their distance (0: M2L only)")
+                      "their distance and twice the source's radius (0: M2L only)")
       ->capture_default_str();
   command->add_option("--domain-tolerance", c.domain_tolerance,
                       "several ranks: keep the previous domains while the load imbalance is within this (0: new "

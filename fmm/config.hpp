@@ -45,7 +45,8 @@ struct FMMConfig {
   double estimate_theta = 1.0;       ///< θ of the first (estimating) evaluation of Relative, θ ≤ it < 1.5
   int leaf_size = 160;               ///< leaves are the largest cells with ≤ leaf_size particles
   /// A leaf takes a source by M2P (its multipole at each of the leaf's particles), not M2L, where
-  /// the leaf's radius exceeds this times their distance (OpeningTest::m2p_theta): the local
+  /// the leaf's radius exceeds this times their distance and twice the source's radius
+  /// (OpeningTest::m2p_theta): the local
   /// expansion of a large sparse leaf next to finer cells gathers errors from its extent that add
   /// up over many sources. Relative criterion only (the angle criterion's θ bounds r_a/d and its
   /// symmetric pairs conserve momentum to round-off). 0 ≤ it < 1; 0: M2L only.

@@ -191,12 +191,14 @@ struct WalkView {
     double const inv_d2 = 1.0 / d2;
     return error_estimate_over_d2(a, b, inv_d2, compat::math::sqrt(inv_d2)) <= a.allowed;
   }
-  // Whether leaf a is too large for an M2L from b: r_a > m2p_theta · d. Such a pair's error comes
-  // from a's extent, and adds up over the many small sources that each pass the estimate (the
-  // walk opens b, not the leaf): it goes to M2P if b is an inner node, else to P2P (an M2P per
-  // particle costs more than a leaf's P2P; README, "M2P"), or is opened.
-  KOKKOS_INLINE_FUNCTION static bool large_target(Target const& a, double d2) {
-    return a.radius * a.radius > a.m2p_limit2 * d2;
+  // Whether leaf a is too large for an M2L from b: r_a > m2p_theta · d and r_a > 2 r_b. Such a
+  // pair's error comes from a's extent and adds up over the many small sources that each pass the
+  // estimate (the walk opens b, not the leaf): it goes to M2P if b is an inner node, else to P2P
+  // (exact, and about as cheap), or is opened. Pairs of similar size are the ordinary pairs of
+  // the walk, few per target, whose errors the estimate bounds: they stay M2L.
+  static constexpr double m2p_size_ratio = 2;
+  KOKKOS_INLINE_FUNCTION static bool large_target(Target const& a, double d2, double rb) {
+    return a.radius * a.radius > a.m2p_limit2 * d2 && a.radius > m2p_size_ratio * rb;
   }
   // For a pair with large_target(a, d²): b's multipole evaluated at each particle of a (M2P)
   // needs b to pass the angle test and the kernel's reach from a's nearest possible particle, at
@@ -297,7 +299,7 @@ struct WalkView {
       double const dx = a.x - centre(b, 0), dy = a.y - centre(b, 1), dz = a.z - centre(b, 2);
       double const d2 = dx * dx + dy * dy + dz * dz;
       double const r = a.radius + radius(b);
-      bool const large = large_target(a, d2);
+      bool const large = large_target(a, d2, radius(b));
       double m2l = -1, m2p = -1;
       if (a.node != b && large && !(flags(b) & node_leaf)) m2p = m2p_estimate<Terms>(a, b, d2);
       if (a.node != b && r * r < theta2 * d2) {
@@ -419,7 +421,7 @@ struct WalkView {
         bool const leaves = aleaf[l] && bleaf;
         // A large target (rare: leaves in sparse regions next to finer ones) as in classify_coherent().
         double m2l = weight[l], m2p = -1;
-        if (large_target(lane_target[l], d2[l])) {
+        if (large_target(lane_target[l], d2[l], rb)) {
           m2l = -1;
           if (an[l] != b && !bleaf) m2p = m2p_estimate<Terms>(lane_target[l], b, d2[l]);
         }
@@ -495,7 +497,7 @@ struct WalkView {
       // The spline kernel is piecewise: its Taylor series only converges for pairs whose
       // every distance lies beyond the softening support.
       bool const beyond_reach = kernel_reach == 0.0 || compat::math::sqrt(d2) - r >= kernel_reach;
-      if (large_target(a, d2)) {
+      if (large_target(a, d2, radius(b))) {
         double const e = fb & node_leaf ? -1.0 : m2p_estimate(a, b, d2);
         if (e >= 0 && e <= a.allowed) return pair_m2p;
       } else if (r * r < theta * theta * d2 && beyond_reach && error_allowed(a, b, d2, r)) {

@@ -56,7 +56,8 @@ struct OpeningTest {
   /// ≥ 1: none. 0.1 let the errors of isotropic targets add up past E = 3e-4 on 1e6 uniform
   /// particles (README, "Choosing the defaults").
   double coherence_floor = 0.3;
-  /// > 0: a leaf target a with radius r_a > m2p_theta · d from a source b never takes b by M2L,
+  /// > 0: a leaf target a with radius r_a > m2p_theta · d and r_a > 2 r_b from a source b never
+  /// takes b by M2L,
   /// whose error there comes from a's extent and adds up over many small sources (each within
   /// the estimate) to far more than the allowance: b's multipole goes to each of a's particles
   /// (M2P) if b passes the angle test (and the relative estimate without a's extent, and the
