@@ -55,6 +55,12 @@ class DistributedTree {
   ExchangePlan<MemorySpace> const& decomposition_partners() const { return decomposition_partners_; }
   /// Whether the last decompose() kept the previous domains.
   bool domains_kept() const { return domains_kept_; }
+  /// The R − 1 Hilbert-key boundaries between the ranks' domains after the last decompose()
+  /// (empty before it and on one rank): what decompose() keeps with a `keep_tolerance`.
+  std::vector<std::uint64_t> const& splitters() const { return splitters_; }
+  /// Boundaries for the next decompose() to keep (e.g. splitters() read back from a restart, so
+  /// that a continued run keeps the domains the uninterrupted run keeps); the caller checks them.
+  void set_splitters(std::vector<std::uint64_t> splitters) { splitters_ = std::move(splitters); }
   /// Whether the current splitters give every rank at most (1 + tolerance) × the mean cost of
   /// the sorted `keys` (with `weights`, or 1 each) of all ranks; a `local_error` of any rank is
   /// agreed in the same Allreduce (of R + 1 numbers). Collective.

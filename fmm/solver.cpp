@@ -15,6 +15,7 @@
 
 #include <kfmm/core/format.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -968,6 +969,33 @@ class ForceSolver::Impl {
     use_cost_weights(weights, num);
   }
 
+  std::vector<std::uint64_t> domain_splitters() const { return distributed_.splitters(); }
+
+  void set_domain_splitters(std::vector<std::uint64_t> const& splitters) {
+    std::size_t const bounds = std::size_t(context_.size()) - 1;
+    std::string error;
+    if (!splitters.empty() && splitters.size() != bounds)
+      error = fmt::format("set_domain_splitters: {} keys on rank {} for {} ranks; give R - 1 = {} keys (or none)",
+                          splitters.size(), context_.rank(), context_.size(), bounds);
+    else if (auto const at = std::is_sorted_until(splitters.begin(), splitters.end()); at != splitters.end())
+      error = fmt::format(
+          "set_domain_splitters: key {} ({}) on rank {} is below the key before it ({}); give ascending keys",
+          at - splitters.begin(), *at, context_.rank(), *(at - 1));
+    agree_on_error(context_, error);
+    // The same boundaries on every rank, or the ranks would send particles to different owners.
+    std::vector<std::uint64_t> mine(bounds + 1, 0), low(bounds + 1), high(bounds + 1);
+    mine[0] = splitters.size();
+    std::copy(splitters.begin(), splitters.end(), mine.begin() + 1);
+    MPI_Allreduce(mine.data(), low.data(), int(bounds + 1), MPI_UINT64_T, MPI_MIN, context_.comm());
+    MPI_Allreduce(mine.data(), high.data(), int(bounds + 1), MPI_UINT64_T, MPI_MAX, context_.comm());
+    if (low != high) {
+      std::size_t const at = std::size_t(std::mismatch(low.begin(), low.end(), high.begin()).first - low.begin());
+      fail("set_domain_splitters: the ranks give different {} (from {} to {}); give every rank the same keys",
+           at == 0 ? std::string("key counts") : fmt::format("key {}", at - 1), low[at], high[at]);
+    }
+    distributed_.set_splitters(splitters);
+  }
+
   ScalarView<double> potential() const { return potential_; }
   Vec3View<double> acceleration() const { return acceleration_; }
   ForceStats const& stats() const { return stats_; }
@@ -1282,6 +1310,10 @@ Vec3View<double> ForceSolver::acceleration() const { return impl_->acceleration(
 ScalarView<double> ForceSolver::cost_weights() const { return impl_->cost_weights(); }
 void ForceSolver::set_cost_weights(ScalarView<double> const& weights, std::size_t num) {
   impl_->set_cost_weights(weights, num);
+}
+std::vector<std::uint64_t> ForceSolver::domain_splitters() const { return impl_->domain_splitters(); }
+void ForceSolver::set_domain_splitters(std::vector<std::uint64_t> const& splitters) {
+  impl_->set_domain_splitters(splitters);
 }
 ScalarView<double> ForceSolver::acceleration_estimate() const { return impl_->acceleration_estimate(); }
 bool ForceSolver::has_acceleration_estimate() const { return impl_->has_acceleration_estimate(); }

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 namespace kfmm {
 
@@ -84,6 +85,16 @@ class ForceSolver {
   /// (`num` entries, e.g. cost_weights() read back from a restart). Throws kfmm::Error for fewer
   /// than `num` entries or a weight that is not finite and ≥ 0.
   void set_cost_weights(ScalarView<double> const& weights, std::size_t num);
+
+  /// \brief The boundaries between the ranks' domains (R − 1 Hilbert keys, ascending) after the
+  /// last call; empty on one rank and before the first call. With FMMConfig::domain_tolerance
+  /// the next call keeps them while they balance the cost. A restart saves them.
+  std::vector<std::uint64_t> domain_splitters() const;
+  /// \brief Domain boundaries for the next call to keep (domain_splitters() read back from a
+  /// restart). Takes R − 1 ascending keys, the same on every rank, or none (the next call
+  /// chooses new domains). Collective: every rank calls it; a count other than R − 1, keys out
+  /// of order or keys that differ between ranks throw kfmm::Error on every rank.
+  void set_domain_splitters(std::vector<std::uint64_t> const& splitters);
 
   /// \brief The relative opening criterion's |a| per particle: the last call's |acceleration|,
   /// aligned with the particles as it left them (like cost_weights()); empty before the first

@@ -225,6 +225,13 @@ void write_rank_file(std::string const& file_path, Context const& context, Simul
     auto const weights = Kokkos::create_mirror_view_and_copy(HostSpace(), solver->cost_weights());
     write_dataset(f, "cost_weights", weights.data(), {n});
   }
+  // The domain boundaries the next call keeps (FMMConfig::domain_tolerance), the same on every
+  // rank: without them the continued run would choose new domains where the uninterrupted one
+  // keeps its own, and its per-rank layouts (the snapshots' row order) would differ.
+  if (solver != nullptr && !solver->domain_splitters().empty()) {
+    auto const splitters = solver->domain_splitters();
+    write_dataset(f, "domain_splitters", splitters.data(), {splitters.size()});
+  }
   // The relative opening criterion's |a| (so that the next call skips its estimating pass, as
   // the uninterrupted run does); an attribute marks it also on a rank without particles.
   if (solver != nullptr && solver->has_acceleration_estimate() && solver->acceleration_estimate().extent(0) == host.num) {
@@ -337,6 +344,7 @@ SimulationState read_restart(Context const& context, std::string const& path, Si
   io_detail::silence_hdf5_errors();
   SimulationState state;
   std::uint64_t num_total = 0;
+  std::vector<std::uint64_t> splitters;
   collectively(context, [&] {
     std::string const directory = existing_restart(path);
     if (directory.empty())
@@ -458,6 +466,10 @@ SimulationState read_restart(Context const& context, std::string const& path, Si
       read_dataset(f, "cost_weights", weights.data(), {n}, file_path);
       solver->set_cost_weights(Kokkos::create_mirror_view_and_copy(MemorySpace(), weights), n);
     }
+    if (solver != nullptr && H5Lexists(f, "domain_splitters", H5P_DEFAULT) > 0) {
+      splitters.resize(std::size_t(context.size()) - 1);
+      read_dataset(f, "domain_splitters", splitters.data(), {splitters.size()}, file_path);
+    }
     if (solver != nullptr && solver->config().opening == OpeningCriterion::Relative &&
         H5Aexists(f, "acceleration_estimate") > 0) {
       ScalarView<double, HostSpace> estimate("kfmm::io::restart::acceleration_magnitude", n);
@@ -465,6 +477,15 @@ SimulationState read_restart(Context const& context, std::string const& path, Si
       solver->set_acceleration_estimate(state.particles, Kokkos::create_mirror_view_and_copy(MemorySpace(), estimate));
     }
   });
+  // Collective (checks that every rank read the same keys): after the agreed reading.
+  if (solver != nullptr) {
+    try {
+      solver->set_domain_splitters(splitters);
+    } catch (Error const& e) {  // thrown on every rank alike
+      fail("restart '{}': dataset 'domain_splitters': {}; the restart is damaged: restart from an intact restart",
+           path, e.what());
+    }
+  }
   // Every rank's file must agree with the ranks' particles together.
   std::uint64_t const local = state.particles.num;
   std::uint64_t sum = 0, lowest = 0, highest = 0;

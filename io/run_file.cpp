@@ -67,7 +67,7 @@ Key const keys[] = {
   {"force.estimate_theta", "float", "1", "θ of the first evaluation that estimates |a| for the relative criterion", "", 1e-3, 1.5},
   {"force.leaf_size", "int", "160", "largest number of particles in a leaf", "", 1, 1e6},
   {"force.m2p_theta", "float", "0.4", "mac relative: a leaf takes a source by M2P (the source's multipole at each of its particles), not M2L, where the leaf's radius exceeds this times their distance and twice the source's radius (0: M2L only)", "", 0, 0.999},
-  {"force.domain_tolerance", "float", "0", "several ranks: keep the previous domains while the most loaded rank's cost is within (1 + this) × the mean (0: new domains every step; same forces, but per-rank layouts then differ after a restart)", "", 0, 10},
+  {"force.domain_tolerance", "float", "0", "several ranks: keep the previous domains while the most loaded rank's cost is within (1 + this) × the mean (0: new domains every step; the same forces either way; a restart keeps the domains)", "", 0, 10},
   {"force.softening", "string", "plummer", "softening kernel", "plummer|spline"},
   {"force.softening_length", "float", "0.05", "softening length ε (spline: Plummer-equivalent)", "", 0, 1e300},
   {"force.precision", "string", "float", "arithmetic of expansions and kernels", "float|double"},

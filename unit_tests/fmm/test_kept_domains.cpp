@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -88,6 +89,48 @@ TEST_F(KeptDomainsTest, ToleranceOutsideItsRangeIsNamed) {
   } catch (Error const& e) {
     EXPECT_NE(std::string(e.what()).find("domain_tolerance = -0.1 is outside [0, 10]"), std::string::npos) << e.what();
   }
+}
+
+// Boundaries handed in (from a restart) take effect only when they are R − 1 ascending keys,
+// the same on every rank; anything else is an error on every rank, naming what is wrong.
+TEST_F(KeptDomainsTest, SetSplittersChecksCountOrderAndAgreement) {
+  FMMConfig config;
+  config.domain_tolerance = 1.0;
+  ForceSolver solver(world, config);
+  auto const expect_error = [&](std::vector<std::uint64_t> const& keys, std::string const& part) {
+    try {
+      solver.set_domain_splitters(keys);
+      ADD_FAILURE() << "no error for " << part << ", rank " << world.rank();
+    } catch (Error const& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  std::size_t const bounds = std::size_t(world.size()) - 1;
+  expect_error(std::vector<std::uint64_t>(bounds + 1, 7), "keys on rank");
+  if (bounds >= 2) {
+    std::vector<std::uint64_t> descending(bounds);
+    for (std::size_t k = 0; k < bounds; ++k) descending[k] = bounds - k;
+    expect_error(descending, "give ascending keys");
+  }
+  if (bounds >= 1) {
+    std::vector<std::uint64_t> keys(bounds, 100);
+    keys.back() += world.rank();  // ascending on every rank, different between them
+    expect_error(keys, "the ranks give different key " + std::to_string(bounds - 1));
+  }
+  // Valid keys are taken as they are, and the next call keeps them.
+  auto particles = make(6000);
+  ScalarView<double> phi;
+  Vec3View<double> acc;
+  solver.compute_in_input_order(particles, phi, acc);
+  auto const chosen = solver.domain_splitters();
+  ASSERT_EQ(chosen.size(), bounds);
+  ForceSolver restored(world, config);
+  restored.set_domain_splitters(chosen);
+  EXPECT_EQ(restored.domain_splitters(), chosen);
+  restored.compute_in_input_order(particles, phi, acc);
+  EXPECT_EQ(restored.stats().domains_kept, world.size() > 1);
+  restored.set_domain_splitters({});
+  EXPECT_TRUE(restored.domain_splitters().empty());
 }
 
 }  // namespace

@@ -125,10 +125,12 @@ INSTANTIATE_TEST_SUITE_P(Integrators, Restart,
                                          kfmm::IntegratorKind::LatticeDKD),
                          [](auto const& info) { return kfmm::to_string(info.param); });
 
-// With FMM forces the decomposition follows the measured cost of the previous step; the
-// restart carries those weights, so the continued run splits the particles over the ranks
-// exactly as the uninterrupted run does (it once fell back to a count split after a restart).
-TEST(Restart, FMMRunKeepsItsCostBalancedDecomposition) {
+// With FMM forces the decomposition follows the measured cost of the previous step, or keeps
+// the previous domains (FMMConfig::domain_tolerance); the restart carries the weights and the
+// domain boundaries, so the continued run splits the particles over the ranks exactly as the
+// uninterrupted run does (it once fell back to a count split after a restart, and chose new
+// domains where the uninterrupted run kept its own).
+void expect_continued_decomposition(double domain_tolerance) {
   kfmm::Context context;
   SharedTemporaryDirectory directory(context);
   std::string const restart_path = directory.path() + "/restart";
@@ -139,13 +141,14 @@ TEST(Restart, FMMRunKeepsItsCostBalancedDecomposition) {
   kfmm::SimulationConfig config;
   config.fmm.leaf_size = 16;
   config.fmm.softening_length = 0.01;
+  config.fmm.domain_tolerance = domain_tolerance;
   config.schedule.output_times = {0.01, 0.02};
   config.schedule.steps_per_output = 5;
-  // Particles on this rank after each step's force call.
-  using Counts = std::map<long long, std::size_t>;
-  auto record_counts = [](Counts& counts) {
-    return [&counts](SimulationEvent event, SimulationState const& state) {
-      if (event == SimulationEvent::Step) counts[state.step] = state.particles.num;
+  // Particles on this rank after each step's force call, and whether it kept the domains.
+  using Counts = std::map<long long, std::pair<std::size_t, bool>>;
+  auto record_counts = [](Counts& counts, kfmm::ForceSolver const& solver) {
+    return [&counts, &solver](SimulationEvent event, SimulationState const& state) {
+      if (event == SimulationEvent::Step) counts[state.step] = {state.particles.num, solver.stats().domains_kept};
     };
   };
 
@@ -155,22 +158,31 @@ TEST(Restart, FMMRunKeepsItsCostBalancedDecomposition) {
     kfmm::ForceSolver solver(context, config.fmm);
     auto particles = kfmm::to_device(initial);
     ASSERT_EQ(kfmm::simulate(context, particles, config, kfmm::fmm_forces(solver),
-                             kfmm::combine({record_outputs(uninterrupted), record_counts(uninterrupted_counts)})),
+                             kfmm::combine({record_outputs(uninterrupted), record_counts(uninterrupted_counts, solver)})),
               kfmm::SimulationStatus::Finished);
   }
   ASSERT_EQ(run_fmm_until_stopped(context, initial, config, 4, restart_path), kfmm::SimulationStatus::Stopped);
   kfmm::ForceSolver solver(context, config.fmm);
   auto state = kfmm::read_restart(context, restart_path, config, &solver);
   EXPECT_EQ(solver.cost_weights().extent(0), context.size() > 1 ? state.particles.num : 0u);
+  EXPECT_EQ(solver.domain_splitters().size(), std::size_t(context.size() - 1));
   Counts continued_counts;
   Outputs continued;
   ASSERT_EQ(kfmm::simulate(context, state, config, kfmm::fmm_forces(solver),
-                           kfmm::combine({record_outputs(continued), record_counts(continued_counts)})),
+                           kfmm::combine({record_outputs(continued), record_counts(continued_counts, solver)})),
             kfmm::SimulationStatus::Finished);
   ASSERT_EQ(continued_counts.size(), 6u);  // steps 5 … 10
-  for (auto const& [step, count] : continued_counts) EXPECT_EQ(count, uninterrupted_counts.at(step)) << "step " << step;
+  for (auto const& [step, count] : continued_counts) {
+    EXPECT_EQ(count.first, uninterrupted_counts.at(step).first) << "step " << step;
+    EXPECT_EQ(count.second, uninterrupted_counts.at(step).second) << "step " << step << ": domains kept";
+  }
   expect_identical(continued.at(2), uninterrupted.at(2));
 }
+
+TEST(Restart, FMMRunKeepsItsCostBalancedDecomposition) { expect_continued_decomposition(0); }
+
+// Generous: every step after the first keeps the domains (on several ranks).
+TEST(Restart, FMMRunKeepsItsKeptDomains) { expect_continued_decomposition(1.0); }
 
 // The relative opening criterion uses |a| of the previous step; the restart carries it, so the
 // continued run opens the same cells (no estimating pass) and stays bit-identical.
