@@ -43,7 +43,8 @@ using ParticleRows = Kokkos::View<double* [5], Kokkos::LayoutRight, MemorySpace>
 class DistributedTree {
  public:
   /// Splitters from a weighted sample sort, moved so that no cell with ≤ leaf_size particles
-  /// is cut; then all particle fields move to their owners. `keys` is scratch. `carried`, when
+  /// is cut; then all particle fields move to their owners. Afterwards `keys` holds the keys
+  /// of the owned particles in `cube`, row for row (not yet sorted). `carried`, when
   /// given, holds one value per particle that moves with them (replaced by the moved values).
   /// With `keep_tolerance` > 0 the previous splitters are kept while they balance the cost
   /// within it (domains_balance): then only particles that crossed a boundary move. Collective.

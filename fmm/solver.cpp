@@ -122,7 +122,8 @@ class ForceSolver::Impl {
     auto const build = [&] {
       if (!too_many.empty()) fail("{}", too_many);
       fault_injection::point("force.sort");
-      sort_locally(particles, cube, n, known);
+      // The decomposition leaves the keys of the owned particles in keys_.
+      sort_locally(particles, cube, n, known, context_.size() > 1);
       phase("sort");
       fault_injection::point("force.tree");
       build_tree(space_, keys_, n, config_.leaf_size, distributed_.forced_split(), tree_);
@@ -1130,11 +1131,13 @@ class ForceSolver::Impl {
     return cube_from_bounds(glo, ghi);
   }
 
-  // Sorts the particles by key (and carried_ with them when `carry`).
-  void sort_locally(Particles<MemorySpace>& particles, BoundingCube const& cube, int n, bool carry) {
+  // Sorts the particles by key (and carried_ with them when `carry`); `keys_known`: keys_
+  // holds their keys in `cube` already.
+  void sort_locally(Particles<MemorySpace>& particles, BoundingCube const& cube, int n, bool carry,
+                    bool keys_known = false) {
     grow_preserving(keys_, std::size_t(n));
     grow_preserving(permutation_, std::size_t(n));
-    compute_keys(space_, cube, particles.pos, n, keys_);
+    if (!keys_known) compute_keys(space_, cube, particles.pos, n, keys_);
     // Sized by the capacity, not by whether this call moves anything: a later call that
     // sorts then allocates nothing.
     if (carry) {
