@@ -118,6 +118,8 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size
     attribute(in, file, "acceleration_estimate", Stored::I64, 1, 1);
     dataset(in, file, "acceleration_magnitude", Stored::F64, {n}, 2.0);
   }
+  // One rank: R − 1 = 0 domain boundaries.
+  if (in.ConsumeBool()) dataset(in, file, "domain_splitters", Stored::U64, {0}, 1.0, true);
   H5Fclose(file);
 
   SimulationConfig config;
