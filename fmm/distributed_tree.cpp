@@ -589,7 +589,7 @@ void DistributedTree::decompose(ExecutionSpace const& space, Context const& cont
   adjust_splitters(space, context, const_keys, n, leaf_size);
   auto const destinations = destination_ranks(space, keys, n, splitters_);
   // redistribute() with the keys as one more field: the particles arrive in the same order as
-  // their keys, so the local sort that follows needs no keys of its own (keys_moved()).
+  // their keys, so the local sort that follows needs no keys of its own.
   ExchangePlan<MemorySpace> plan(context, destinations, n);
   particles.reserve(plan.num_import());
   grow_preserving(keys, std::max(n, plan.num_import()));
