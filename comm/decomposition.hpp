@@ -88,14 +88,18 @@ Kokkos::View<int*, typename KeyView::memory_space> destination_ranks(ExecutionSp
 /// rank then by order on the source; the capacity grows when needed and `num_total` is kept.
 /// `plan_out`, when given, receives the plan (e.g. to send results back with reverse()).
 /// All fields of a particle travel in one record (one message per partner); particles that stay
-/// are not copied when they keep their rows and moved in place when they do not. Collective.
-template <class Memory>
+/// are not copied when they keep their rows and moved in place when they do not. `extra`:
+/// per-particle Views (one row per particle) that travel in the same records, grown (keeping
+/// their rows) to the rows the exchange needs. Collective.
+template <class Memory, class... Extra>
 void redistribute(Context const& context, Particles<Memory>& particles,
                   Kokkos::View<int const*, typename Particles<Memory>::memory_space> const& destinations,
-                  ExchangePlan<Memory>* plan_out = nullptr) {
+                  ExchangePlan<Memory>* plan_out = nullptr, Extra&... extra) {
   ExchangePlan<Memory> plan(context, destinations, particles.num);
   particles.reserve(plan.num_import());
-  plan.exchange_in_place(particles.pos, particles.vel, particles.mass, particles.id);
+  std::size_t const rows = particles.num > plan.num_import() ? particles.num : plan.num_import();
+  (grow_preserving(extra, rows), ...);
+  plan.exchange_in_place(particles.pos, particles.vel, particles.mass, particles.id, extra...);
   particles.num = plan.num_import();
   if (plan_out) *plan_out = std::move(plan);
 }

@@ -588,13 +588,9 @@ void DistributedTree::decompose(ExecutionSpace const& space, Context const& cont
   // leaf would make the tree differ from the one-rank tree (and the forces from its forces).
   adjust_splitters(space, context, const_keys, n, leaf_size);
   auto const destinations = destination_ranks(space, keys, n, splitters_);
-  // redistribute() with the keys as one more field: the particles arrive in the same order as
-  // their keys, so the local sort that follows needs no keys of its own.
-  ExchangePlan<MemorySpace> plan(context, destinations, n);
-  particles.reserve(plan.num_import());
-  grow_preserving(keys, std::max(n, plan.num_import()));
-  plan.exchange_in_place(particles.pos, particles.vel, particles.mass, particles.id, keys);
-  particles.num = plan.num_import();
+  // The keys travel with the particles: the local sort that follows needs none of its own.
+  ExchangePlan<MemorySpace> plan;
+  redistribute(context, particles, destinations, &plan, keys);
   decomposition_partners_ = plan.counts_only();
   if (carried != nullptr) {
     // Into the View that does not hold the sorted values, then that one is the carried one:

@@ -228,10 +228,9 @@ void write_rank_file(std::string const& file_path, Context const& context, Simul
   // The domain boundaries the next call keeps (FMMConfig::domain_tolerance), the same on every
   // rank: without them the continued run would choose new domains where the uninterrupted one
   // keeps its own, and its per-rank layouts (the snapshots' row order) would differ.
-  if (solver != nullptr && !solver->domain_splitters().empty()) {
-    auto const splitters = solver->domain_splitters();
+  if (auto const splitters = solver != nullptr ? solver->domain_splitters() : std::vector<std::uint64_t>();
+      !splitters.empty())
     write_dataset(f, "domain_splitters", splitters.data(), {splitters.size()});
-  }
   // The relative opening criterion's |a| (so that the next call skips its estimating pass, as
   // the uninterrupted run does); an attribute marks it also on a rank without particles.
   if (solver != nullptr && solver->has_acceleration_estimate() && solver->acceleration_estimate().extent(0) == host.num) {
