@@ -400,8 +400,10 @@ class KeySorter {
   /// permutation is then the identity: nothing to permute).
   ///
   /// Input in the previous step's key order is the common case (a solver re-sorting drifted
-  /// particles): sorted keys cost one check, and keys with few descents take the presort path
-  /// (core/presort.hpp: the few moved keys sorted alone and merged) when few keys moved.
+  /// particles): sorted keys cost one check; a few sorted runs that interleave little (a
+  /// rank's particles after a redistribution) are merged (sort_runs); keys with few descents
+  /// take the presort path (core/presort.hpp: the few moved keys sorted alone and merged) when
+  /// few keys moved.
   template <class ExecutionSpace>
   bool sort(ExecutionSpace const& space, KeyView const& keys, IndexView const& permutation, std::size_t n) {
     check_arguments(keys, permutation, n);
@@ -410,6 +412,8 @@ class KeySorter {
       detail::radix_iota(space, permutation, n);
       return false;
     }
+    if (descents < std::size_t(merge_runs_largest) && sort_runs(space, keys, permutation, n, int(descents) + 1))
+      return true;
     if (descents <= n / presort_largest_fraction && sort_presorted(space, keys, permutation, n)) return true;
     if constexpr (!gpu_shaped_kernels<ExecutionSpace>())
       if (!use_gpu_shape<ExecutionSpace>()) {
@@ -419,6 +423,57 @@ class KeySorter {
     sort_teams(space, keys, permutation, n);
     return true;
   }
+
+  /// Keys that are at most this many sorted runs (a rank's own particles and those received
+  /// from its partners) may take sort_runs().
+  static constexpr int merge_runs_largest = 32;
+
+  /// sort_runs() merges when its binary searches take at most this many steps per key on
+  /// average (runs that interleave little); more interleaved runs go to the other paths.
+  static constexpr std::size_t merge_runs_steps_per_key = 4;
+
+  /// \brief sort() of keys that are `runs` (≤ merge_runs_largest, from count_descents) sorted
+  /// runs one after another (see core/presort.hpp): the run starts are found, each block of a
+  /// run finds the window of every other run it interleaves with, and one pass merges. False,
+  /// with keys untouched, when the runs interleave too much for that to pay.
+  /// Public for tests: the result equals sort_blocks()'s.
+  template <class ExecutionSpace>
+  bool sort_runs(ExecutionSpace const& space, KeyView const& keys, IndexView const& permutation, std::size_t n,
+                 int runs) {
+    check_arguments(keys, permutation, n);
+    if (runs < 1 || runs > merge_runs_largest)
+      fail("sort_runs: {} runs, expected 1 to {}; sort() chooses the path from the keys' descents", runs,
+           merge_runs_largest);
+    auto const alloc = [&](std::string const& label) {
+      return Kokkos::view_alloc(space, Kokkos::WithoutInitializing, label);
+    };
+    std::size_t const block = merge_runs_block;
+    std::size_t const table = ((n + block - 1) / block + std::size_t(runs)) * std::size_t(runs) * 2;
+    std::size_t const starts = std::size_t(merge_runs_largest) + 1;
+    if (run_starts_.extent(0) < starts) {
+      run_starts_ = IndexView(alloc("kfmm::sort::run_starts"), starts);
+      run_begin_ = IndexView(alloc("kfmm::sort::run_begin"), starts);
+      run_first_block_ = IndexView(alloc("kfmm::sort::run_first_block"), starts);
+      run_count_ = IndexView(alloc("kfmm::sort::run_count"), 1);
+    }
+    if (run_windows_.extent(0) < table) run_windows_ = IndexView(alloc("kfmm::sort::run_windows"), with_slack(table));
+    Kokkos::deep_copy(space, run_count_, Index(0));
+    detail::find_run_starts(space, keys, n, Kokkos::subview(run_starts_, Kokkos::make_pair(0, runs)), run_count_);
+    detail::order_run_starts(space, run_starts_, runs, n, block, run_begin_, run_first_block_);
+    std::size_t const steps =
+        detail::find_run_windows(space, keys, n, run_begin_, run_first_block_, runs, block, run_windows_);
+    if (steps > merge_runs_steps_per_key * n) return false;
+    grow_scratch(space, n, 1);
+    detail::merge_sorted_runs(space, keys, n, run_begin_, run_first_block_, runs, block, run_windows_, keys_scratch_,
+                              permutation_scratch_);
+    auto const range = Kokkos::make_pair(std::size_t(0), n);
+    Kokkos::deep_copy(space, Kokkos::subview(keys, range), Kokkos::subview(keys_scratch_, range));
+    Kokkos::deep_copy(space, Kokkos::subview(permutation, range), Kokkos::subview(permutation_scratch_, range));
+    return true;
+  }
+
+  /// Input keys per window block of sort_runs().
+  static constexpr std::size_t merge_runs_block = 1024;
 
   /// At most n / presort_largest_fraction moved keys (and descents) take the presort path; more
   /// go to the radix sort, which is then faster.
@@ -571,6 +626,9 @@ class KeySorter {
   KeyView presort_keys_;
   Kokkos::View<std::uint8_t*, Memory> presort_kept_;
   IndexView presort_before_, presort_kept_index_, presort_moved_index_;
+  // sort_runs: the run starts (but the first) as found, their count, the ordered starts, each
+  // run's first block and every block's window in every other run.
+  IndexView run_starts_, run_count_, run_begin_, run_first_block_, run_windows_;
 
   static void check_permutation(IndexView const& permutation, std::size_t n) {
     if (permutation.extent(0) < n)

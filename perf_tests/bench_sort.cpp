@@ -1,6 +1,8 @@
 // Keys sorted per second by KeySorter (radix sort with permutation), on random 63-bit keys, on
-// Hilbert keys of clumped positions (what the solver sorts) and on already sorted keys (the
-// solver's keys after the first step are nearly sorted); both kernel shapes. Particles
+// Hilbert keys of clumped positions (what the solver sorts), on already sorted keys (the
+// solver's keys after the first step are nearly sorted), on sorted keys after a drift (what the
+// decomposition sorts each step) and on sorted runs (what a rank sorts after a redistribution);
+// both kernel shapes. Particles
 // permuted per second (pos, vel, mass, id): the sorter's permute and the allocating permute().
 #include <kfmm/core/hilbert.hpp>
 #include <kfmm/core/sort.hpp>
@@ -9,6 +11,7 @@
 
 #include <cstdint>
 #include <random>
+#include <vector>
 
 namespace {
 
@@ -56,6 +59,58 @@ Keys sorted_clumped_hilbert_keys(std::size_t n) {
   return keys;
 }
 
+// What the solver sorts after a step: sorted clumped keys whose positions drifted a little
+// (a few percent of the keys out of place).
+Keys drifted_clumped_hilbert_keys(std::size_t n) {
+  auto const pos = clumped_positions(n);
+  kfmm::ExecutionSpace space;
+  double lo[3], hi[3];
+  kfmm::compute_bounds(space, pos, n, lo, hi);
+  auto const cube = kfmm::cube_from_bounds(lo, hi);
+  Keys keys("kfmm::bench::keys", n);
+  kfmm::compute_keys(space, cube, pos, n, keys);
+  Kokkos::View<std::uint32_t*, kfmm::MemorySpace> permutation("kfmm::bench::permutation", n);
+  kfmm::sort_by_key(space, keys, permutation);
+  kfmm::Vec3View<double> drifted("kfmm::bench::drifted", n);
+  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), pos);
+  auto order = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), permutation);
+  auto moved = Kokkos::create_mirror_view(drifted);
+  std::mt19937_64 random(3);
+  std::normal_distribution<double> normal(0, 1e-3);  // a step's drift in a clump of width 1
+  for (std::size_t i = 0; i < n; ++i)
+    for (int k = 0; k < 3; ++k) moved(i, k) = host(order(i), k) + normal(random);
+  Kokkos::deep_copy(drifted, moved);
+  kfmm::compute_keys(space, cube, drifted, n, keys);
+  space.fence();
+  return keys;
+}
+
+// What a rank sorts after a redistribution: its own sorted keys with the few particles that
+// crossed in from the ranks below and above appended as sorted runs (received by source rank),
+// each interleaving with the own keys near that end of the key range.
+Keys received_runs_keys(std::size_t n) {
+  Keys const sorted = sorted_clumped_hilbert_keys(n);
+  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), sorted);
+  std::vector<std::uint64_t> low, own, high;
+  std::mt19937_64 random(4);
+  std::uniform_real_distribution<double> uniform(0, 1);
+  for (std::size_t i = 0; i < n; ++i) {
+    double const at = double(i) / double(n);
+    if (at < 0.03 && uniform(random) < 0.3)
+      low.push_back(host(i));
+    else if (at > 0.97 && uniform(random) < 0.3)
+      high.push_back(host(i));
+    else
+      own.push_back(host(i));
+  }
+  std::size_t at = 0;
+  for (auto const* run : {&low, &own, &high})
+    for (std::uint64_t key : *run) host(at++) = key;
+  Keys keys("kfmm::bench::keys", n);
+  Kokkos::deep_copy(keys, host);
+  return keys;
+}
+
 enum class Shape { chosen, blocks, teams };
 
 template <Keys (*make_keys)(std::size_t), Shape shape = Shape::chosen>
@@ -90,6 +145,16 @@ BENCHMARK_TEMPLATE(BM_sort_keys, clumped_hilbert_keys)
     ->UseRealTime();
 BENCHMARK_TEMPLATE(BM_sort_keys, sorted_clumped_hilbert_keys)
     ->Arg(1000000)
+    ->Arg(4000000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_TEMPLATE(BM_sort_keys, drifted_clumped_hilbert_keys)
+    ->Arg(500000)
+    ->Arg(4000000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_TEMPLATE(BM_sort_keys, received_runs_keys)
+    ->Arg(500000)
     ->Arg(4000000)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

@@ -423,4 +423,70 @@ TEST(Sort, PresortPathMatchesStableSort) {
   check(keys, false, "rotated by half");
 }
 
+// `runs` sorted runs one after another, as a rank holds them after a redistribution: a `share`
+// of a sorted pool is dealt to random runs (those keys interleave across runs), the rest in
+// contiguous ranges, the largest range first (runs that do not interleave but are out of
+// order), with ties within and across runs.
+std::vector<std::uint64_t> sorted_runs(std::size_t n, int runs, double share, std::uint64_t seed) {
+  auto pool = random_keys(n, 0xffffffull, seed);
+  std::sort(pool.begin(), pool.end());
+  for (std::size_t i = 0; i + 3 < n; i += 53) pool[i + 1] = pool[i + 2] = pool[i];  // ties
+  std::mt19937_64 random(seed + 1);
+  std::uniform_real_distribution<double> uniform(0, 1);
+  std::vector<std::vector<std::uint64_t>> dealt(runs);
+  for (std::size_t i = 0; i < n; ++i) {
+    int const range = static_cast<int>(i * std::size_t(runs) / std::max<std::size_t>(n, 1));
+    dealt[uniform(random) < share ? int(random() % runs) : range].push_back(pool[i]);
+  }
+  std::vector<std::uint64_t> keys;
+  for (int r = runs - 1; r >= 0; --r) keys.insert(keys.end(), dealt[r].begin(), dealt[r].end());
+  return keys;
+}
+
+// The runs path (merge of a few sorted runs) gives the stable sort, whatever the number of
+// runs, their lengths (down to one key) and ties across runs; runs that interleave everywhere
+// are declined with the keys untouched, and sort() then takes another path.
+TEST(Sort, RunsPathMatchesStableSort) {
+  kfmm::KeySorter<kfmm::MemorySpace> sorter;
+  kfmm::ExecutionSpace space;
+  auto check = [&](std::vector<std::uint64_t> const& keys, bool must_accept, std::string const& what) {
+    std::size_t runs = 1;
+    for (std::size_t i = 1; i < keys.size(); ++i) runs += keys[i] < keys[i - 1] ? 1 : 0;
+    ASSERT_LE(runs, std::size_t(kfmm::KeySorter<kfmm::MemorySpace>::merge_runs_largest)) << what;
+    Keys view = to_view(keys);
+    Kokkos::View<std::uint32_t*, kfmm::MemorySpace> permutation("permutation", keys.size());
+    bool const accepted = sorter.sort_runs(space, view, permutation, keys.size(), int(runs));
+    if (must_accept) EXPECT_TRUE(accepted) << what;
+    if (accepted)
+      expect_stable_order(keys, view, permutation);
+    else
+      EXPECT_EQ(to_vector(view), keys) << what;
+    EXPECT_EQ(sort_like_stable_sort(sorter, keys), runs > 1) << what;
+  };
+  for (std::size_t n : {std::size_t(2), std::size_t(3), std::size_t(17), std::size_t(3000), std::size_t(70000)})
+    for (int runs : {1, 2, 3, 7, 32})
+      for (double share : {0.0, 0.02, 1.0}) {
+        auto keys = sorted_runs(n, runs, share, n + runs);
+        std::size_t descents = 0;
+        for (std::size_t i = 1; i < keys.size(); ++i) descents += keys[i] < keys[i - 1] ? 1 : 0;
+        if (descents >= std::size_t(kfmm::KeySorter<kfmm::MemorySpace>::merge_runs_largest)) continue;
+        check(keys, share == 0.0, "n " + std::to_string(n) + ", runs " + std::to_string(runs) + ", share " +
+                                      std::to_string(share));
+      }
+  // Runs that cover the whole key range each: every key searches every other run in full.
+  std::vector<std::uint64_t> interleaved;
+  for (int r = 0; r < 8; ++r)
+    for (std::uint64_t k = 0; k < 20000; ++k) interleaved.push_back(8 * k + std::uint64_t(7 - r));
+  check(interleaved, false, "eight runs interleaved everywhere");
+  Keys view = to_view(interleaved);
+  Kokkos::View<std::uint32_t*, kfmm::MemorySpace> permutation("permutation", interleaved.size());
+  EXPECT_FALSE(sorter.sort_runs(space, view, permutation, interleaved.size(), 8));
+  // A key after a long run that belongs before all of it, and one key per run.
+  auto tail = nearly_sorted_keys(40000, 0, 0, 9);
+  tail.push_back(0);
+  check(tail, true, "smallest key last");
+  check({5, 4, 3, 2, 1}, true, "five runs of one key");
+  check({1, 1, 0, 1, 0, 0}, true, "ties across runs");
+}
+
 }  // namespace
