@@ -6,7 +6,7 @@
 #include <kfmm/core/error.hpp>
 #include <kfmm/core/kernel_shape.hpp>
 #include <kfmm/core/particles.hpp>
-#include <kfmm/core/presort.hpp>
+#include <kfmm/core/sorted_runs.hpp>
 #include <kfmm/core/types.hpp>
 
 #include <cstddef>
@@ -401,9 +401,8 @@ class KeySorter {
   ///
   /// Input in the previous step's key order is the common case (a solver re-sorting drifted
   /// particles): sorted keys cost one check; a few sorted runs that interleave little (a
-  /// rank's particles after a redistribution) are merged (sort_runs); keys with few descents
-  /// take the presort path (core/presort.hpp: the few moved keys sorted alone and merged) when
-  /// few keys moved.
+  /// rank's particles after a redistribution) are merged (sort_runs); anything else, including
+  /// drifted keys, takes the radix passes.
   template <class ExecutionSpace>
   bool sort(ExecutionSpace const& space, KeyView const& keys, IndexView const& permutation, std::size_t n) {
     check_arguments(keys, permutation, n);
@@ -414,7 +413,6 @@ class KeySorter {
     }
     if (descents < std::size_t(merge_runs_largest) && sort_runs(space, keys, permutation, n, int(descents) + 1))
       return true;
-    if (descents <= n / presort_largest_fraction && sort_presorted(space, keys, permutation, n)) return true;
     if constexpr (!gpu_shaped_kernels<ExecutionSpace>())
       if (!use_gpu_shape<ExecutionSpace>()) {
         sort_blocks(space, keys, permutation, n);
@@ -433,7 +431,7 @@ class KeySorter {
   static constexpr std::size_t merge_runs_steps_per_key = 4;
 
   /// \brief sort() of keys that are `runs` (≤ merge_runs_largest, from count_descents) sorted
-  /// runs one after another (see core/presort.hpp): the run starts are found, each block of a
+  /// runs one after another (see core/sorted_runs.hpp): the run starts are found, each block of a
   /// run finds the window of every other run it interleaves with, and one pass merges. False,
   /// with keys untouched, when the runs interleave too much for that to pay.
   /// Public for tests: the result equals sort_blocks()'s.
@@ -474,44 +472,6 @@ class KeySorter {
 
   /// Input keys per window block of sort_runs().
   static constexpr std::size_t merge_runs_block = 1024;
-
-  /// At most n / presort_largest_fraction moved keys (and descents) take the presort path; more
-  /// go to the radix sort, which is then faster.
-  static constexpr std::size_t presort_largest_fraction = 8;
-
-  /// \brief sort() of keys with few descents (see core/presort.hpp); false, with keys untouched,
-  /// when more than n / presort_largest_fraction keys are out of place (then sort them in full).
-  /// Public for tests: the result equals sort_blocks()'s.
-  template <class ExecutionSpace>
-  bool sort_presorted(ExecutionSpace const& space, KeyView const& keys, IndexView const& permutation, std::size_t n) {
-    check_arguments(keys, permutation, n);
-    if (n < 2) {
-      detail::radix_iota(space, permutation, n);
-      return true;
-    }
-    std::size_t const room = n / presort_largest_fraction + 64;
-    grow_presort_scratch(space, n, room);
-    detail::mark_kept_keys(space, keys, n, presort_keys_, presort_kept_);
-    std::size_t const moved = detail::split_kept_keys(space, keys, n, presort_kept_, presort_before_,
-                                                      presort_kept_index_, presort_keys_, presort_moved_index_, room);
-    if (moved > room) return false;
-    // The moved keys in their index order, so the radix passes keep ties in index order.
-    if (moved >= 2) {
-      bool gpu_shape = true;
-      if constexpr (!gpu_shaped_kernels<ExecutionSpace>()) gpu_shape = use_gpu_shape<ExecutionSpace>();
-      if (gpu_shape)
-        teams_passes(space, presort_keys_, presort_moved_index_, moved, SortTeamShape{});
-      else
-        blocks_passes(space, presort_keys_, presort_moved_index_, moved);
-    }
-    grow_scratch(space, n, 1);
-    detail::merge_kept_and_moved(space, keys, n, presort_kept_, presort_before_, presort_kept_index_, presort_keys_,
-                                 presort_moved_index_, moved, keys_scratch_, permutation_scratch_);
-    auto const range = Kokkos::make_pair(std::size_t(0), n);
-    Kokkos::deep_copy(space, Kokkos::subview(keys, range), Kokkos::subview(keys_scratch_, range));
-    Kokkos::deep_copy(space, Kokkos::subview(permutation, range), Kokkos::subview(permutation_scratch_, range));
-    return true;
-  }
 
   /// sort() with the CPU-shaped kernels: a few long blocks, one thread each.
   template <class ExecutionSpace>
@@ -621,11 +581,6 @@ class KeySorter {
   IndexView permutation_scratch_;
   IndexView counts_;  // counts_(digit * blocks + block), then their exclusive scan
   IndexView slots_;   // permute_blocked: the slot each destination row reads
-  // sort_presorted: the running maximum, then the moved keys; kept flags; moved keys before
-  // each key; index of each kept key; original index of each moved key.
-  KeyView presort_keys_;
-  Kokkos::View<std::uint8_t*, Memory> presort_kept_;
-  IndexView presort_before_, presort_kept_index_, presort_moved_index_;
   // sort_runs: the run starts (but the first) as found, their count, the ordered starts, each
   // run's first block and every block's window in every other run.
   IndexView run_starts_, run_count_, run_begin_, run_first_block_, run_windows_;
@@ -681,21 +636,6 @@ class KeySorter {
     if (permutation_scratch_.extent(0) < n)
       permutation_scratch_ = IndexView(alloc("kfmm::sort::permutation_scratch"), with_slack(n));
     if (counts_.extent(0) < counts) counts_ = IndexView(alloc("kfmm::sort::digit_counts"), counts);
-  }
-
-  template <class ExecutionSpace>
-  void grow_presort_scratch(ExecutionSpace const& space, std::size_t n, std::size_t room) {
-    auto const alloc = [&](std::string const& label) {
-      return Kokkos::view_alloc(space, Kokkos::WithoutInitializing, label);
-    };
-    if (presort_keys_.extent(0) < n) presort_keys_ = KeyView(alloc("kfmm::sort::presort_keys"), with_slack(n));
-    if (presort_kept_.extent(0) < n)
-      presort_kept_ = Kokkos::View<std::uint8_t*, Memory>(alloc("kfmm::sort::presort_kept"), with_slack(n));
-    if (presort_before_.extent(0) < n) presort_before_ = IndexView(alloc("kfmm::sort::presort_before"), with_slack(n));
-    if (presort_kept_index_.extent(0) < n)
-      presort_kept_index_ = IndexView(alloc("kfmm::sort::presort_kept_index"), with_slack(n));
-    if (presort_moved_index_.extent(0) < room)
-      presort_moved_index_ = IndexView(alloc("kfmm::sort::presort_moved_index"), with_slack(room));
   }
 
   // The passes of either shape: count(shift, keys, counts) and scatter(shift, source keys,

@@ -61,7 +61,7 @@ Keys sorted_clumped_hilbert_keys(std::size_t n) {
 
 // What the solver sorts after a step: sorted clumped keys whose positions drifted a little
 // (a few percent of the keys out of place).
-Keys drifted_clumped_hilbert_keys(std::size_t n) {
+Keys drifted_keys(std::size_t n, double drift) {
   auto const pos = clumped_positions(n);
   kfmm::ExecutionSpace space;
   double lo[3], hi[3];
@@ -76,7 +76,7 @@ Keys drifted_clumped_hilbert_keys(std::size_t n) {
   auto order = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), permutation);
   auto moved = Kokkos::create_mirror_view(drifted);
   std::mt19937_64 random(3);
-  std::normal_distribution<double> normal(0, 1e-3);  // a step's drift in a clump of width 1
+  std::normal_distribution<double> normal(0, drift);
   for (std::size_t i = 0; i < n; ++i)
     for (int k = 0; k < 3; ++k) moved(i, k) = host(order(i), k) + normal(random);
   Kokkos::deep_copy(drifted, moved);
@@ -84,6 +84,11 @@ Keys drifted_clumped_hilbert_keys(std::size_t n) {
   space.fence();
   return keys;
 }
+
+// A step's drift in a clump of width 1 (a few percent of neighbouring keys descend), and a
+// tenth of it.
+Keys drifted_clumped_hilbert_keys(std::size_t n) { return drifted_keys(n, 1e-3); }
+Keys slightly_drifted_clumped_hilbert_keys(std::size_t n) { return drifted_keys(n, 1e-4); }
 
 // What a rank sorts after a redistribution: its own sorted keys with the few particles that
 // crossed in from the ranks below and above appended as sorted runs (received by source rank),
@@ -154,6 +159,21 @@ BENCHMARK_TEMPLATE(BM_sort_keys, drifted_clumped_hilbert_keys)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK_TEMPLATE(BM_sort_keys, received_runs_keys)
+    ->Arg(500000)
+    ->Arg(4000000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_TEMPLATE(BM_sort_keys, slightly_drifted_clumped_hilbert_keys)
+    ->Arg(500000)
+    ->Arg(4000000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_TEMPLATE(BM_sort_keys, slightly_drifted_clumped_hilbert_keys, Shape::blocks)
+    ->Arg(500000)
+    ->Arg(4000000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_TEMPLATE(BM_sort_keys, drifted_clumped_hilbert_keys, Shape::blocks)
     ->Arg(500000)
     ->Arg(4000000)
     ->Unit(benchmark::kMillisecond)
