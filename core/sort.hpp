@@ -427,7 +427,7 @@ class KeySorter {
   static constexpr int merge_runs_largest = 32;
 
   /// sort_runs() merges when its binary searches take at most this many steps per key on
-  /// average (runs that interleave little); more interleaved runs go to the other paths.
+  /// average (runs that interleave little); more interleaved runs go to the radix sort.
   static constexpr std::size_t merge_runs_steps_per_key = 4;
 
   /// \brief sort() of keys that are `runs` (≤ merge_runs_largest, from count_descents) sorted
@@ -446,7 +446,9 @@ class KeySorter {
       return Kokkos::view_alloc(space, Kokkos::WithoutInitializing, label);
     };
     std::size_t const block = merge_runs_block;
-    std::size_t const table = ((n + block - 1) / block + std::size_t(runs)) * std::size_t(runs) * 2;
+    // Sized for the most runs: a later call with more runs then allocates nothing.
+    std::size_t const most = std::size_t(merge_runs_largest);
+    std::size_t const table = ((n + block - 1) / block + most) * most * 2;
     std::size_t const starts = std::size_t(merge_runs_largest) + 1;
     if (run_starts_.extent(0) < starts) {
       run_starts_ = IndexView(alloc("kfmm::sort::run_starts"), starts);

@@ -60,7 +60,7 @@ Keys sorted_clumped_hilbert_keys(std::size_t n) {
 }
 
 // What the solver sorts after a step: sorted clumped keys whose positions drifted a little
-// (a few percent of the keys out of place).
+// (a few percent of neighbouring keys descend, some keys jump far).
 Keys drifted_keys(std::size_t n, double drift) {
   auto const pos = clumped_positions(n);
   kfmm::ExecutionSpace space;
@@ -90,9 +90,9 @@ Keys drifted_keys(std::size_t n, double drift) {
 Keys drifted_clumped_hilbert_keys(std::size_t n) { return drifted_keys(n, 1e-3); }
 Keys slightly_drifted_clumped_hilbert_keys(std::size_t n) { return drifted_keys(n, 1e-4); }
 
-// What a rank sorts after a redistribution: its own sorted keys with the few particles that
-// crossed in from the ranks below and above appended as sorted runs (received by source rank),
-// each interleaving with the own keys near that end of the key range.
+// What a rank sorts after a redistribution: rows in source rank order, so the sorted keys that
+// crossed in from the rank below, then its own sorted keys, then those from the rank above,
+// each received run interleaving with the own keys near its end of the key range.
 Keys received_runs_keys(std::size_t n) {
   Keys const sorted = sorted_clumped_hilbert_keys(n);
   auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), sorted);
