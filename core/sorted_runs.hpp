@@ -74,12 +74,29 @@ void order_run_starts(ExecutionSpace const& space, IndexView const& starts, int 
       });
 }
 
-/// The run that holds position i (linear: runs are few).
+/// The run that holds position i (linear: runs are few); with each run's first block in place
+/// of its start, the run that holds block i.
 template <class IndexView>
 KOKKOS_INLINE_FUNCTION int run_of(IndexView const& begin, std::size_t i) {
   int r = 0;
   while (i >= std::size_t(begin(r + 1))) ++r;
   return r;
+}
+
+/// The first position in the sorted keys[low, high) whose key is not before `key`: keys < key
+/// come before it, and equal keys too when `with_equal`.
+template <class KeyView>
+KOKKOS_INLINE_FUNCTION std::size_t keys_before(KeyView const& keys, std::size_t low, std::size_t high,
+                                               std::uint64_t key, bool with_equal) {
+  while (low < high) {
+    std::size_t const middle = (low + high) / 2;
+    std::uint64_t const other = keys(middle);
+    if (other < key || (with_equal && other == key))
+      low = middle + 1;
+    else
+      high = middle;
+  }
+  return low;
 }
 
 /// For every block (order_run_starts) and every other run r: the window [low, high) of run r
@@ -99,29 +116,13 @@ std::size_t find_run_windows(ExecutionSpace const& space, KeyView const& keys, s
         std::size_t const b = j / std::size_t(runs);
         int const r = static_cast<int>(j % std::size_t(runs));
         if (b >= std::size_t(first_block(runs))) return;
-        int own = 0;
-        while (b >= std::size_t(first_block(own + 1))) ++own;
+        int const own = run_of(first_block, b);
         if (own == r) return;
         std::size_t const first = std::size_t(begin(own)) + (b - std::size_t(first_block(own))) * block;
         std::size_t const last = first + block < std::size_t(begin(own + 1)) ? first + block : begin(own + 1);
         std::uint64_t const smallest = keys(first), largest = keys(last - 1);
-        std::size_t low = begin(r), high = begin(r + 1);  // first key ≥ smallest
-        while (low < high) {
-          std::size_t const middle = (low + high) / 2;
-          if (keys(middle) < smallest)
-            low = middle + 1;
-          else
-            high = middle;
-        }
-        std::size_t end = low;
-        high = begin(r + 1);  // first key > largest
-        while (end < high) {
-          std::size_t const middle = (end + high) / 2;
-          if (keys(middle) <= largest)
-            end = middle + 1;
-          else
-            high = middle;
-        }
+        std::size_t const low = keys_before(keys, begin(r), begin(r + 1), smallest, false);
+        std::size_t const end = keys_before(keys, low, begin(r + 1), largest, true);
         windows(2 * j) = static_cast<Index>(low);
         windows(2 * j + 1) = static_cast<Index>(end);
         std::size_t depth = 0;
@@ -150,16 +151,8 @@ void merge_sorted_runs(ExecutionSpace const& space, KeyView const& keys, std::si
         for (int r = 0; r < runs; ++r) {
           if (r == own) continue;
           // Keys of earlier runs equal to this one come first (stable), of later runs after.
-          std::size_t low = windows(window + 2 * r), high = windows(window + 2 * r + 1);
-          while (low < high) {
-            std::size_t const middle = (low + high) / 2;
-            std::uint64_t const other = keys(middle);
-            if (other < key || (r < own && other == key))
-              low = middle + 1;
-            else
-              high = middle;
-          }
-          at += low - std::size_t(begin(r));
+          at += keys_before(keys, windows(window + 2 * r), windows(window + 2 * r + 1), key, r < own) -
+                std::size_t(begin(r));
         }
         out_keys(at) = key;
         out_permutation(at) = static_cast<Index>(i);
