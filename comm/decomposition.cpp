@@ -1,4 +1,5 @@
 #include <kfmm/comm/decomposition.hpp>
+#include <kfmm/core/binary_search.hpp>
 #include <kfmm/core/sort.hpp>
 #include <kfmm/core/session_scratch.hpp>
 #include <kfmm/core/space_copy.hpp>
@@ -89,19 +90,12 @@ LocalSamples sample_local_keys(Kokkos::View<std::uint64_t const*, MemorySpace> c
       "kfmm::decomposition::pick_samples", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count),
       KOKKOS_LAMBDA(std::size_t s) {
         double const target = (double(s) + 0.5) * total / double(count);
-        std::size_t low = 0, high = n - 1;  // first i with cumulative(i) > target
-        if (unit_weights) {               // cumulative(i) = i + 1, exact in double
-          low = target < double(n - 1) ? static_cast<std::size_t>(target) : n - 1;
-        } else {
-          while (low < high) {
-            std::size_t const middle = (low + high) / 2;
-            if (cumulative(middle) <= target)
-              low = middle + 1;
-            else
-              high = middle;
-          }
-        }
-        picked(s) = sorted(low);
+        // The first i < n − 1 with cumulative(i) > target (else n − 1); with unit weights
+        // cumulative(i) = i + 1, exact in double.
+        std::size_t const last = n - 1;
+        std::size_t const i = unit_weights ? (target < double(last) ? static_cast<std::size_t>(target) : last)
+                                           : upper_bound(cumulative, std::size_t(0), last, target);
+        picked(s) = sorted(i);
       });
   if (scratch.picked_host.extent(0) < count)
     scratch.picked_host = Kokkos::View<std::uint64_t*, Kokkos::HostSpace>(

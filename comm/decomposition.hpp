@@ -4,6 +4,7 @@
 /// owns the keys in [splitters[r−1], splitters[r]), and redistribute() moves particles there.
 #include <kfmm/comm/context.hpp>
 #include <kfmm/comm/exchange_plan.hpp>
+#include <kfmm/core/binary_search.hpp>
 #include <kfmm/core/particles.hpp>
 #include <kfmm/core/session_scratch.hpp>
 #include <kfmm/core/view_growth.hpp>
@@ -69,16 +70,7 @@ Kokkos::View<int*, typename KeyView::memory_space> destination_ranks(ExecutionSp
   Kokkos::parallel_for(
       "kfmm::decomposition::destination_ranks", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
       KOKKOS_LAMBDA(std::size_t i) {
-        std::uint64_t const key = keys(i);
-        int low = 0, high = count;  // upper bound: first splitter > key
-        while (low < high) {
-          int const middle = (low + high) / 2;
-          if (bounds(middle) <= key)
-            low = middle + 1;
-          else
-            high = middle;
-        }
-        ranks(i) = low;
+        ranks(i) = upper_bound(bounds, 0, count, keys(i));  // the first splitter > key
       });
   return ranks;
 }

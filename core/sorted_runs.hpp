@@ -11,6 +11,7 @@
 /// Keys that are nearly sorted in another sense (a drifted step's keys: a few percent of
 /// neighbouring keys descend) are not worth a special path: some particles cross coarse Hilbert
 /// cell boundaries, and their keys jump far, so the keys out of place are not few.
+#include <kfmm/core/binary_search.hpp>
 #include <kfmm/core/kokkos_compat.hpp>
 
 #include <cstddef>
@@ -88,15 +89,7 @@ KOKKOS_INLINE_FUNCTION int run_of(IndexView const& begin, std::size_t i) {
 template <class KeyView>
 KOKKOS_INLINE_FUNCTION std::size_t keys_before(KeyView const& keys, std::size_t low, std::size_t high,
                                                std::uint64_t key, bool with_equal) {
-  while (low < high) {
-    std::size_t const middle = (low + high) / 2;
-    std::uint64_t const other = keys(middle);
-    if (other < key || (with_equal && other == key))
-      low = middle + 1;
-    else
-      high = middle;
-  }
-  return low;
+  return with_equal ? upper_bound(keys, low, high, key) : lower_bound(keys, low, high, key);
 }
 
 /// For every block (order_run_starts) and every other run r: the window [low, high) of run r

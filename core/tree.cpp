@@ -1,26 +1,13 @@
+#include <kfmm/core/binary_search.hpp>
 #include <kfmm/core/error.hpp>
 #include <kfmm/core/tree.hpp>
+#include <kfmm/core/view_growth.hpp>
 
 #include <limits>
-#include <kfmm/core/view_growth.hpp>
 
 namespace kfmm {
 
 namespace {
-
-
-// First index in [begin, end) whose key is ≥ value.
-KOKKOS_INLINE_FUNCTION int lower_bound(ScalarView<std::uint64_t const> const& keys, int begin, int end,
-                                       std::uint64_t value) {
-  while (begin < end) {
-    int const mid = begin + (end - begin) / 2;
-    if (keys(mid) < value)
-      begin = mid + 1;
-    else
-      end = mid;
-  }
-  return begin;
-}
 
 KOKKOS_INLINE_FUNCTION bool contains(ScalarView<std::uint64_t const> const& sorted, std::uint64_t value) {
   int const n = static_cast<int>(sorted.extent(0));

@@ -1,5 +1,6 @@
 #include <kfmm/comm/decomposition.hpp>
 #include <kfmm/comm/exchange_plan.hpp>
+#include <kfmm/core/binary_search.hpp>
 #include <kfmm/core/error.hpp>
 #include <kfmm/core/fault_injection.hpp>
 #include <kfmm/core/host_device_bytes.hpp>
@@ -79,44 +80,22 @@ Records all_gather(Context const& context, Records const& mine, std::uint64_t& b
 // Position of `code` among the first `n` sorted `codes` mapped through `nodes`, or −1.
 template <class Codes, class Nodes>
 KOKKOS_INLINE_FUNCTION int lookup_code(Codes const& codes, Nodes const& nodes, int n, std::uint64_t code) {
-  int low = 0, high = n;
-  while (low < high) {
-    int const middle = (low + high) / 2;
-    if (codes(middle) < code)
-      low = middle + 1;
-    else
-      high = middle;
-  }
-  return low < n && codes(low) == code ? static_cast<int>(nodes(low)) : -1;
+  int const at = lower_bound(codes, 0, n, code);
+  return at < n && codes(at) == code ? static_cast<int>(nodes(at)) : -1;
 }
 
 // Whether `code` is among the sorted `codes`.
 template <class Codes>
 KOKKOS_INLINE_FUNCTION bool contains_code(Codes const& codes, std::uint64_t code) {
-  int low = 0, high = static_cast<int>(codes.extent(0));
-  while (low < high) {
-    int const middle = (low + high) / 2;
-    if (codes(middle) < code)
-      low = middle + 1;
-    else
-      high = middle;
-  }
-  return low < static_cast<int>(codes.extent(0)) && codes(low) == code;
+  int const n = static_cast<int>(codes.extent(0));
+  int const at = lower_bound(codes, 0, n, code);
+  return at < n && codes(at) == code;
 }
 
 // Rank whose key range holds the first key of the cell `code` (upper bound among the splitters).
 template <class Splitters>
 KOKKOS_INLINE_FUNCTION int owner_rank(Splitters const& splitters, std::uint64_t code) {
-  std::uint64_t const key = code_first_key(code);
-  int low = 0, high = static_cast<int>(splitters.extent(0));
-  while (low < high) {
-    int const middle = (low + high) / 2;
-    if (splitters(middle) <= key)
-      low = middle + 1;
-    else
-      high = middle;
-  }
-  return low;
+  return upper_bound(splitters, 0, static_cast<int>(splitters.extent(0)), code_first_key(code));
 }
 
 // Makes a work View hold at least `rows` rows (of `width` columns where it has two run-time
@@ -197,19 +176,8 @@ std::vector<std::uint64_t> count_keys_in_cells(ExecutionSpace const& space, Scal
         int const level = code_level(cell_view(c));
         std::uint64_t const low = code_first_key(cell_view(c));
         std::uint64_t const span = std::uint64_t(1) << (3 * (max_tree_level - level));
-        auto const lower_bound = [&](std::uint64_t key) {
-          std::size_t first = 0, last = n;
-          while (first < last) {
-            std::size_t const middle = (first + last) / 2;
-            if (keys(middle) < key)
-              first = middle + 1;
-            else
-              last = middle;
-          }
-          return first;
-        };
-        std::size_t const begin = lower_bound(low);
-        std::size_t const end = level == 0 ? n : lower_bound(low + span);
+        std::size_t const begin = lower_bound(keys, std::size_t(0), n, low);
+        std::size_t const end = level == 0 ? n : lower_bound(keys, begin, n, low + span);
         count_view(c) = end - begin;
       });
   download(space, count_view, cells.size(), counts);
@@ -494,15 +462,7 @@ ScalarView<int> DistributedTree::request_sources(ExecutionSpace const& space, Ex
   Kokkos::parallel_for(
       "kfmm::distributed::request_sources", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count),
       KOKKOS_LAMBDA(std::size_t i) {
-        int low = 0, high = ranks;  // the last rank r with offsets(r) ≤ i
-        while (high - low > 1) {
-          int const middle = (low + high) / 2;
-          if (offset_view(middle) <= i)
-            low = middle;
-          else
-            high = middle;
-        }
-        sources(i) = low;
+        sources(i) = upper_bound(offset_view, 1, ranks, i) - 1;  // the last rank r with offsets(r) ≤ i
       });
   return sources;
 }
@@ -631,19 +591,9 @@ bool DistributedTree::domains_balance(ExecutionSpace const& space, Context const
     Kokkos::parallel_for(
         "kfmm::distributed::cost_at_bounds", Kokkos::RangePolicy<ExecutionSpace>(space, 0, ranks + 1),
         KOKKOS_LAMBDA(int r) {
-          std::size_t first = 0;  // the first key ≥ the splitter that starts rank r
-          if (r == ranks) {
-            first = n;
-          } else if (r > 0) {
-            std::size_t high = n;
-            while (first < high) {
-              std::size_t const middle = (first + high) / 2;
-              if (keys(middle) < bounds(r - 1))
-                first = middle + 1;
-              else
-                high = middle;
-            }
-          }
+          // The first key ≥ the splitter that starts rank r.
+          std::size_t const first =
+              r == ranks ? n : r == 0 ? std::size_t(0) : lower_bound(keys, std::size_t(0), n, bounds(r - 1));
           at(r) = cumulative(first);
         });
     std::vector<double> at_host;

@@ -1,5 +1,6 @@
 #include <kfmm/neighbors/fof.hpp>
 
+#include <kfmm/core/binary_search.hpp>
 #include <kfmm/core/error.hpp>
 #include <kfmm/core/hilbert.hpp>
 #include <kfmm/core/kokkos_compat.hpp>
@@ -223,24 +224,9 @@ void fof_link_cells(ExecutionSpace const& space, FoFGrid const& grid, Vec3View<d
               // The fine cells of that link cell: a run inside its coarse cell's fine cells.
               int b_first = coarse_begin(t), b_last = coarse_begin(t + 1);
               if (extra > 0) {
-                int low = b_first, high = b_last;
-                while (low < high) {
-                  int const middle = low + (high - low) / 2;
-                  if ((code(middle) >> (3 * below)) < target)
-                    low = middle + 1;
-                  else
-                    high = middle;
-                }
-                b_first = low;
-                high = b_last;
-                while (low < high) {
-                  int const middle = low + (high - low) / 2;
-                  if ((code(middle) >> (3 * below)) <= target)
-                    low = middle + 1;
-                  else
-                    high = middle;
-                }
-                b_last = low;
+                auto const link_code = [&](int b) { return code(b) >> (3 * below); };
+                b_first = lower_bound(link_code, b_first, b_last, target);
+                b_last = upper_bound(link_code, b_first, b_last, target);
               }
               for (int b = b_first < a ? a : b_first; b < b_last; ++b) {
                 bool const b_whole = boxes(b, 6) != 0;

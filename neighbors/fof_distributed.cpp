@@ -6,6 +6,7 @@
 // changes anywhere.
 #include <kfmm/comm/decomposition.hpp>
 #include <kfmm/comm/exchange_plan.hpp>
+#include <kfmm/core/binary_search.hpp>
 #include <kfmm/core/error.hpp>
 #include <kfmm/core/hilbert.hpp>
 #include <kfmm/core/sort.hpp>
@@ -62,16 +63,9 @@ std::size_t fof_find_ids(ExecutionSpace const& space, ScalarView<std::uint64_t> 
       "kfmm::fof::find_ids", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count),
       KOKKOS_LAMBDA(std::size_t e, std::size_t & lost) {
         std::uint64_t const key = wanted(e);
-        std::size_t low = 0, high = n;
-        while (low < high) {
-          std::size_t const middle = (low + high) / 2;
-          if (sorted(middle) < key)
-            low = middle + 1;
-          else
-            high = middle;
-        }
-        if (low < n && sorted(low) == key) {
-          index(e) = int(order(low));
+        std::size_t const at = lower_bound(sorted, std::size_t(0), n, key);
+        if (at < n && sorted(at) == key) {
+          index(e) = int(order(at));
         } else {
           index(e) = 0;
           ++lost;

@@ -5,6 +5,7 @@
 // keys). Destinations: random ranks with a tenth dropped (-1), and ascending runs (particles
 // sorted by key and cut into key ranges, the decomposition's case). Args: rows, ranks.
 #include <kfmm/comm/export_order.hpp>
+#include <kfmm/core/binary_search.hpp>
 #include <kfmm/core/sort.hpp>
 
 #include <benchmark/benchmark.h>
@@ -58,12 +59,7 @@ void rank_offsets(kfmm::ExecutionSpace const& space, Kokkos::View<std::uint64_t*
   Kokkos::parallel_for(
       "kfmm::bench::rank_offsets", Kokkos::RangePolicy<kfmm::ExecutionSpace>(space, 0, offsets.extent(0)),
       KOKKOS_LAMBDA(std::size_t r) {
-        std::size_t lo = 0, hi = n;
-        while (lo < hi) {
-          std::size_t const mid = lo + (hi - lo) / 2;
-          if (keys(mid) < r) lo = mid + 1; else hi = mid;
-        }
-        offsets(r) = lo;
+        offsets(r) = kfmm::lower_bound(keys, std::size_t(0), n, r);
       });
 }
 
