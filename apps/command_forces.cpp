@@ -1,6 +1,7 @@
-// `kfmm forces IN -o OUT [--check N]`: reads particles (any rank count), computes FMM potential
-// and acceleration and writes the same particles with PartType1/Potential and Acceleration;
-// with --check, also their error against direct summation on N targets.
+// `kfmm forces IN -o OUT [--check N | --check-ids FILE]`: reads particles (any rank count),
+// computes FMM potential and acceleration and writes the same particles with
+// PartType1/Potential and Acceleration; with --check, also their error against direct summation
+// on N targets (or on the particles whose ids FILE lists).
 #include "commands.hpp"
 #include "fmm_options.hpp"
 #include "input_options.hpp"
@@ -11,6 +12,13 @@
 
 #include <kfmm/core/format.hpp>
 
+#include <cstdint>
+#include <exception>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
 namespace kfmm::app {
 
 namespace {
@@ -20,10 +28,53 @@ struct ForcesOptions {
   std::string file_precision = "float";
   int compression = 0;
   std::uint64_t check = 0;  ///< targets to compare with direct summation (0: none)
+  std::string check_ids;    ///< a file listing the targets' ids instead (empty: none)
   std::string duplicate_ids = "reject";
 };
 
+// The ids of a --check-ids file: unsigned decimal integers separated by white space; `#` starts
+// a comment to the end of its line. Sets `error` (naming the file, line and text) instead.
+std::vector<std::uint64_t> read_id_list(std::string const& path, std::string& error) {
+  std::vector<std::uint64_t> ids;
+  std::ifstream in(path);
+  if (!in) {
+    error = fmt::format("--check-ids: cannot read the file '{}'", path);
+    return ids;
+  }
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    std::istringstream words(line.substr(0, line.find('#')));
+    std::string word;
+    while (words >> word) {
+      std::size_t used = 0;
+      std::uint64_t id = 0;
+      bool ok = word.find_first_not_of("0123456789") == std::string::npos;
+      try {
+        if (ok) id = std::stoull(word, &used);
+      } catch (std::exception const&) {
+        ok = false;
+      }
+      if (!ok || used != word.size()) {
+        error = fmt::format("--check-ids: '{}' on line {} of '{}' is not a particle id (an unsigned integer below "
+                            "2^64); list one ParticleID per word, '#' for comments",
+                            word, number, path);
+        return ids;
+      }
+      ids.push_back(id);
+    }
+  }
+  if (ids.empty()) error = fmt::format("--check-ids: the file '{}' lists no particle ids", path);
+  return ids;
+}
+
 void compute_forces(Context const& context, ForcesOptions const& options, FMMConfig const& config) {
+  // The id list is read (and its errors agreed) before the force calculation.
+  std::vector<std::uint64_t> check_ids;
+  if (!options.check_ids.empty()) {
+    std::string error;
+    check_ids = read_id_list(options.check_ids, error);
+    agree_on_error(context, error);
+  }
   SnapshotHeader header;
   auto host = read_particles(context, options.input, &header, nullptr,
                              parse_duplicate_id_policy(options.duplicate_ids));
@@ -56,10 +107,12 @@ void compute_forces(Context const& context, ForcesOptions const& options, FMMCon
     fmt::print("kfmm forces: {} particles on {} rank(s) in {:.3f} s ({:.3g} particles/s); {} P2P pairs, {} M2L, {} M2P; wrote {}\n",
                out.num_total, context.size(), stats.total_seconds, out.num_total / stats.total_seconds, stats.p2p_pairs,
                stats.m2l, stats.m2p, options.output);
-  if (options.check > 0) {
-    // The solver's particles are in its own order, its fields aligned with them.
-    auto const report = measure_accuracy(context, particles, solver.potential(), solver.acceleration(), config,
-                                         options.check);
+  // The solver's particles are in its own order, its fields aligned with them.
+  if (options.check > 0 || !check_ids.empty()) {
+    auto const report =
+        check_ids.empty()
+            ? measure_accuracy(context, particles, solver.potential(), solver.acceleration(), config, options.check)
+            : measure_accuracy(context, particles, solver.potential(), solver.acceleration(), config, check_ids);
     if (context.is_root()) fmt::print("  {}\n", describe(report));
   }
 }
@@ -79,6 +132,11 @@ void add_forces_command(CLI::App& app, Environment& environment) {
                       "compare the forces of this many targets (chosen by id hash; all when ≥ N) with double-precision "
                       "direct summation and print E, median, 99%, 99.9% and max of the per-particle relative error")
       ->capture_default_str();
+  command
+      ->add_option("--check-ids", options->check_ids,
+                   "like --check, on the particles whose ParticleIDs this text file lists (white-space separated, "
+                   "'#' comments), e.g. those GADGET-4's FORCETEST sampled")
+      ->excludes("--check");
   add_duplicate_ids_option(command, options->duplicate_ids);
   add_fmm_options(command, fmm);
   command->callback([options, fmm, &environment] {

@@ -1,5 +1,6 @@
 #include <kfmm/fmm/accuracy.hpp>
 #include <kfmm/fmm/direct.hpp>
+#include <kfmm/core/error.hpp>
 #include <kfmm/core/format.hpp>
 
 #include <algorithm>
@@ -18,20 +19,14 @@ std::uint64_t mix(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
-}  // namespace
-
-AccuracyReport measure_accuracy(Context const& context, Particles<MemorySpace> const& particles,
-                                ScalarView<double> const& potential, Vec3View<double> const& acceleration,
-                                FMMConfig const& config, std::uint64_t samples) {
-  auto const host = to_host(particles);
+// The report on the local particles `chosen` (rows of `host`, the host copy of `particles`) of
+// every rank. Collective.
+AccuracyReport compare_targets(Context const& context, Particles<MemorySpace> const& particles,
+                               Particles<HostSpace> const& host, ScalarView<double> const& potential,
+                               Vec3View<double> const& acceleration, FMMConfig const& config,
+                               std::vector<std::size_t> const& chosen) {
   auto const pot = Kokkos::create_mirror_view_and_copy(HostSpace(), potential);
   auto const acc = Kokkos::create_mirror_view_and_copy(HostSpace(), acceleration);
-  double const fraction = particles.num_total > 0 ? double(samples) / double(particles.num_total) : 1.0;
-  std::uint64_t const threshold =
-      fraction >= 1.0 ? ~std::uint64_t(0) : static_cast<std::uint64_t>(fraction * 18446744073709551615.0);
-  std::vector<std::size_t> chosen;
-  for (std::size_t i = 0; i < host.num; ++i)
-    if (fraction >= 1.0 || mix(host.id(i)) < threshold) chosen.push_back(i);
   std::size_t const m = chosen.size();
   Vec3View<double> target_pos("kfmm::accuracy::targets", m);
   ScalarView<std::uint64_t> target_ids("kfmm::accuracy::ids", m);
@@ -121,6 +116,46 @@ AccuracyReport measure_accuracy(Context const& context, Particles<MemorySpace> c
   report.max_radius = std::sqrt(r2);
   report.max_magnitude = where[3];
   return report;
+}
+
+}  // namespace
+
+AccuracyReport measure_accuracy(Context const& context, Particles<MemorySpace> const& particles,
+                                ScalarView<double> const& potential, Vec3View<double> const& acceleration,
+                                FMMConfig const& config, std::uint64_t samples) {
+  auto const host = to_host(particles);
+  double const fraction = particles.num_total > 0 ? double(samples) / double(particles.num_total) : 1.0;
+  std::uint64_t const threshold =
+      fraction >= 1.0 ? ~std::uint64_t(0) : static_cast<std::uint64_t>(fraction * 18446744073709551615.0);
+  std::vector<std::size_t> chosen;
+  for (std::size_t i = 0; i < host.num; ++i)
+    if (fraction >= 1.0 || mix(host.id(i)) < threshold) chosen.push_back(i);
+  return compare_targets(context, particles, host, potential, acceleration, config, chosen);
+}
+
+AccuracyReport measure_accuracy(Context const& context, Particles<MemorySpace> const& particles,
+                                ScalarView<double> const& potential, Vec3View<double> const& acceleration,
+                                FMMConfig const& config, std::vector<std::uint64_t> target_ids) {
+  std::sort(target_ids.begin(), target_ids.end());
+  target_ids.erase(std::unique(target_ids.begin(), target_ids.end()), target_ids.end());
+  auto const host = to_host(particles);
+  std::vector<std::size_t> chosen;
+  std::vector<unsigned char> found(target_ids.size(), 0);
+  for (std::size_t i = 0; i < host.num; ++i) {
+    auto const at = std::lower_bound(target_ids.begin(), target_ids.end(), host.id(i));
+    if (at == target_ids.end() || *at != host.id(i)) continue;
+    chosen.push_back(i);
+    found[static_cast<std::size_t>(at - target_ids.begin())] = 1;
+  }
+  // Every rank learns which ids some rank holds, so all agree on the error below.
+  MPI_Allreduce(MPI_IN_PLACE, found.data(), static_cast<int>(found.size()), MPI_UNSIGNED_CHAR, MPI_MAX,
+                context.comm());
+  std::size_t const missing = static_cast<std::size_t>(std::count(found.begin(), found.end(), 0));
+  if (missing > 0)
+    fail("measure_accuracy: {} of the {} target ids are not ids of the particles (the first: {}); list only "
+         "ParticleIDs of this particle set",
+         missing, target_ids.size(), target_ids[static_cast<std::size_t>(std::find(found.begin(), found.end(), 0) - found.begin())]);
+  return compare_targets(context, particles, host, potential, acceleration, config, chosen);
 }
 
 std::string describe(AccuracyReport const& report) {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace kfmm {
 
@@ -33,6 +34,14 @@ struct AccuracyReport {
 AccuracyReport measure_accuracy(Context const& context, Particles<MemorySpace> const& particles,
                                 ScalarView<double> const& potential, Vec3View<double> const& acceleration,
                                 FMMConfig const& config, std::uint64_t samples);
+
+/// \brief measure_accuracy on the particles whose ids are listed (the same list on every rank,
+/// any order, repeats counted once), e.g. the particles another code's force test sampled, so
+/// that both codes' error tails come from the same particles. Every listed id must be a particle's
+/// (kfmm::Error on every rank otherwise, naming how many are not and the first). Collective.
+AccuracyReport measure_accuracy(Context const& context, Particles<MemorySpace> const& particles,
+                                ScalarView<double> const& potential, Vec3View<double> const& acceleration,
+                                FMMConfig const& config, std::vector<std::uint64_t> target_ids);
 
 /// One line: "accuracy vs direct summation (N targets): force E = …, median …, 99% …, 99.9% …,
 /// max … (id …, r = … from the centre of mass, |a| = …); potential …".

@@ -6,9 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -90,6 +92,57 @@ TEST_F(AccuracyReportTest, ExactForcesGiveZeroErrors) {
   EXPECT_LE(report.force_l2, 1e-13);
   EXPECT_GT(report.max_magnitude, 0.0);
   EXPECT_GE(report.max_id, 1u);
+}
+
+// The same exact forces with every particle's acceleration scaled by 1 + id·1e-5 (errors that
+// differ per particle): a list of every id (shuffled, with repeats) gives the report of sampling
+// every particle, and a list of some ids the report of those: its largest error is the largest
+// listed id's.
+TEST_F(AccuracyReportTest, ListedTargetsAreTheParticlesCompared) {
+  auto const particles = test::clumps(world, 800, 5);
+  ScalarView<double> potential;
+  Vec3View<double> acceleration;
+  direct_sum_all(world, particles, config.softening, config.softening_length, config.G, potential, acceleration);
+  auto const host = to_host(particles);
+  auto acc = Kokkos::create_mirror_view_and_copy(HostSpace(), acceleration);
+  for (std::size_t i = 0; i < host.num; ++i)
+    for (int k = 0; k < 3; ++k) acc(i, k) *= 1 + 1e-5 * double(host.id(i));
+  Kokkos::deep_copy(acceleration, acc);
+  std::vector<std::uint64_t> every;
+  for (std::uint64_t id = 800; id >= 1; --id) every.push_back(id);  // test::clumps numbers 1…N
+  every.push_back(17);
+  every.push_back(800);
+  AccuracyReport const all = measure_accuracy(world, particles, potential, acceleration, config, 800);
+  AccuracyReport const listed = measure_accuracy(world, particles, potential, acceleration, config, every);
+  EXPECT_EQ(listed.samples, 800u);
+  EXPECT_EQ(listed.force_l2, all.force_l2);
+  EXPECT_EQ(listed.median, all.median);
+  EXPECT_EQ(listed.p99, all.p99);
+  EXPECT_EQ(listed.max, all.max);
+  EXPECT_EQ(listed.max_id, 800u);
+
+  std::vector<std::uint64_t> const some = {3, 250, 41, 599, 250};
+  AccuracyReport const few = measure_accuracy(world, particles, potential, acceleration, config, some);
+  EXPECT_EQ(few.samples, 4u);
+  EXPECT_EQ(few.max_id, 599u);
+  EXPECT_NEAR(few.max, 599e-5, 1e-9);
+}
+
+// A listed id that no particle has fails on every rank, naming the count and the id.
+TEST_F(AccuracyReportTest, UnknownListedIdFailsOnEveryRank) {
+  auto const particles = test::clumps(world, 300, 5);
+  ScalarView<double> potential;
+  Vec3View<double> acceleration;
+  direct_sum_all(world, particles, config.softening, config.softening_length, config.G, potential, acceleration);
+  std::vector<std::uint64_t> const ids = {5, 1000000007, 12, 300, 301};
+  try {
+    measure_accuracy(world, particles, potential, acceleration, config, ids);
+    FAIL() << "no error";
+  } catch (Error const& e) {
+    std::string const what = e.what();
+    EXPECT_NE(what.find("2 of the 5 target ids"), std::string::npos) << what;
+    EXPECT_NE(what.find("the first: 301"), std::string::npos) << what;
+  }
 }
 
 }  // namespace
