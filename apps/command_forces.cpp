@@ -79,6 +79,7 @@ void compute_forces(Context const& context, ForcesOptions const& options, FMMCon
   auto host = read_particles(context, options.input, &header, nullptr,
                              parse_duplicate_id_policy(options.duplicate_ids));
   auto particles = to_device(host);
+  if (!check_ids.empty()) check_target_ids(context, particles, check_ids);
   ForceSolver solver(context, config);
   solver.collect_statistics(true);  // the summary line prints the global pair counts
   solver.compute(particles);

@@ -118,6 +118,38 @@ AccuracyReport compare_targets(Context const& context, Particles<MemorySpace> co
   return report;
 }
 
+
+// The rows of `host` whose ids are among the sorted, unique `target_ids`; an error on every
+// rank when some listed id is no particle's. Collective.
+std::vector<std::size_t> listed_rows(Context const& context, Particles<HostSpace> const& host,
+                                     std::vector<std::uint64_t> const& target_ids) {
+  std::vector<std::size_t> chosen;
+  std::vector<unsigned char> found(target_ids.size(), 0);
+  for (std::size_t i = 0; i < host.num; ++i) {
+    auto const at = std::lower_bound(target_ids.begin(), target_ids.end(), host.id(i));
+    if (at == target_ids.end() || *at != host.id(i)) continue;
+    chosen.push_back(i);
+    found[static_cast<std::size_t>(at - target_ids.begin())] = 1;
+  }
+  // Every rank learns which ids some rank holds, so all agree on the error below.
+  MPI_Allreduce(MPI_IN_PLACE, found.data(), static_cast<int>(found.size()), MPI_UNSIGNED_CHAR, MPI_MAX,
+                context.comm());
+  std::size_t const missing = static_cast<std::size_t>(std::count(found.begin(), found.end(), 0));
+  if (missing > 0)
+    fail("accuracy check: {} of the {} listed target ids are not ids of the particles (the first: {}); list only "
+         "ParticleIDs of this particle set",
+         missing, target_ids.size(),
+         target_ids[static_cast<std::size_t>(std::find(found.begin(), found.end(), 0) - found.begin())]);
+  return chosen;
+}
+
+std::vector<std::uint64_t> sorted_unique(std::vector<std::uint64_t> ids) {
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
+
 }  // namespace
 
 AccuracyReport measure_accuracy(Context const& context, Particles<MemorySpace> const& particles,
@@ -133,28 +165,16 @@ AccuracyReport measure_accuracy(Context const& context, Particles<MemorySpace> c
   return compare_targets(context, particles, host, potential, acceleration, config, chosen);
 }
 
+void check_target_ids(Context const& context, Particles<MemorySpace> const& particles,
+                      std::vector<std::uint64_t> const& target_ids) {
+  listed_rows(context, to_host(particles), sorted_unique(target_ids));
+}
+
 AccuracyReport measure_accuracy(Context const& context, Particles<MemorySpace> const& particles,
                                 ScalarView<double> const& potential, Vec3View<double> const& acceleration,
-                                FMMConfig const& config, std::vector<std::uint64_t> target_ids) {
-  std::sort(target_ids.begin(), target_ids.end());
-  target_ids.erase(std::unique(target_ids.begin(), target_ids.end()), target_ids.end());
+                                FMMConfig const& config, std::vector<std::uint64_t> const& target_ids) {
   auto const host = to_host(particles);
-  std::vector<std::size_t> chosen;
-  std::vector<unsigned char> found(target_ids.size(), 0);
-  for (std::size_t i = 0; i < host.num; ++i) {
-    auto const at = std::lower_bound(target_ids.begin(), target_ids.end(), host.id(i));
-    if (at == target_ids.end() || *at != host.id(i)) continue;
-    chosen.push_back(i);
-    found[static_cast<std::size_t>(at - target_ids.begin())] = 1;
-  }
-  // Every rank learns which ids some rank holds, so all agree on the error below.
-  MPI_Allreduce(MPI_IN_PLACE, found.data(), static_cast<int>(found.size()), MPI_UNSIGNED_CHAR, MPI_MAX,
-                context.comm());
-  std::size_t const missing = static_cast<std::size_t>(std::count(found.begin(), found.end(), 0));
-  if (missing > 0)
-    fail("measure_accuracy: {} of the {} target ids are not ids of the particles (the first: {}); list only "
-         "ParticleIDs of this particle set",
-         missing, target_ids.size(), target_ids[static_cast<std::size_t>(std::find(found.begin(), found.end(), 0) - found.begin())]);
+  auto const chosen = listed_rows(context, host, sorted_unique(target_ids));
   return compare_targets(context, particles, host, potential, acceleration, config, chosen);
 }
 

@@ -41,7 +41,12 @@ AccuracyReport measure_accuracy(Context const& context, Particles<MemorySpace> c
 /// (kfmm::Error on every rank otherwise, naming how many are not and the first). Collective.
 AccuracyReport measure_accuracy(Context const& context, Particles<MemorySpace> const& particles,
                                 ScalarView<double> const& potential, Vec3View<double> const& acceleration,
-                                FMMConfig const& config, std::vector<std::uint64_t> target_ids);
+                                FMMConfig const& config, std::vector<std::uint64_t> const& target_ids);
+
+/// \brief The check of measure_accuracy(…, target_ids) alone, e.g. before a long force
+/// calculation: kfmm::Error on every rank when a listed id is no particle's. Collective.
+void check_target_ids(Context const& context, Particles<MemorySpace> const& particles,
+                      std::vector<std::uint64_t> const& target_ids);
 
 /// One line: "accuracy vs direct summation (N targets): force E = …, median …, 99% …, 99.9% …,
 /// max … (id …, r = … from the centre of mass, |a| = …); potential …".

@@ -140,7 +140,7 @@ TEST_F(AccuracyReportTest, UnknownListedIdFailsOnEveryRank) {
     FAIL() << "no error";
   } catch (Error const& e) {
     std::string const what = e.what();
-    EXPECT_NE(what.find("2 of the 5 target ids"), std::string::npos) << what;
+    EXPECT_NE(what.find("2 of the 5 listed target ids"), std::string::npos) << what;
     EXPECT_NE(what.find("the first: 301"), std::string::npos) << what;
   }
 }
