@@ -12,6 +12,8 @@
 
 #include <kfmm/core/format.hpp>
 
+#include <mpi.h>
+
 #include <cstdint>
 #include <exception>
 #include <fstream>
@@ -68,12 +70,17 @@ std::vector<std::uint64_t> read_id_list(std::string const& path, std::string& er
 }
 
 void compute_forces(Context const& context, ForcesOptions const& options, FMMConfig const& config) {
-  // The id list is read (and its errors agreed) before the force calculation.
+  // The id list is read on the root (its errors agreed) and broadcast, before the force
+  // calculation.
   std::vector<std::uint64_t> check_ids;
   if (!options.check_ids.empty()) {
     std::string error;
-    check_ids = read_id_list(options.check_ids, error);
+    if (context.is_root()) check_ids = read_id_list(options.check_ids, error);
     agree_on_error(context, error);
+    std::uint64_t count = check_ids.size();
+    MPI_Bcast(&count, 1, MPI_UINT64_T, 0, context.comm());
+    check_ids.resize(count);
+    MPI_Bcast(check_ids.data(), static_cast<int>(count), MPI_UINT64_T, 0, context.comm());
   }
   SnapshotHeader header;
   auto host = read_particles(context, options.input, &header, nullptr,
