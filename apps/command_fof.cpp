@@ -70,8 +70,8 @@ void run_fof(Context const& context, FoFCommandOptions const& options) {
     fields.group_number = ScalarView<std::int64_t, HostSpace>("kfmm::fof::group_number", host.num);
     Kokkos::deep_copy(fields.group_number,
                       Kokkos::subview(group_number, Kokkos::make_pair(std::size_t(0), host.num)));
-    header.parameters.emplace_back("FOF_LinkingLength", result.linking_length);
-    header.parameters.emplace_back("FOF_GroupMinLen", std::int64_t(options.min_members));
+    header.set_parameter("FOF_LinkingLength", result.linking_length);
+    header.set_parameter("FOF_GroupMinLen", std::int64_t(options.min_members));
     ParticleFileOptions file;
     file.precision = parse_precision(options.file_precision);
     write_particles(context, options.particles_out, host, header, file, &fields);

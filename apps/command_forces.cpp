@@ -97,14 +97,16 @@ void compute_forces(Context const& context, ForcesOptions const& options, FMMCon
   Kokkos::deep_copy(fields.potential, Kokkos::subview(solver.potential(), Kokkos::make_pair(std::size_t(0), out.num)));
   Kokkos::deep_copy(fields.acceleration,
                     Kokkos::subview(solver.acceleration(), Kokkos::make_pair(std::size_t(0), out.num), Kokkos::ALL));
-  header.parameters.emplace_back("FMMOrder", std::int64_t{config.order});
-  header.parameters.emplace_back("FMMOpeningAngle", config.theta);
-  header.parameters.emplace_back("FMMOpeningCriterion", to_string(config.opening));
-  header.parameters.emplace_back("FMMOpeningTolerance", config.tolerance);
-  header.parameters.emplace_back("FMMLeafSize", std::int64_t{config.leaf_size});
-  header.parameters.emplace_back("Softening", config.softening_length);
-  header.parameters.emplace_back("SofteningKernel", to_string(config.softening));
-  header.parameters.emplace_back("FMMPrecision", to_string(config.precision));
+  // The names `kfmm run` writes (docs/simulation.md), so that a snapshot's settings are
+  // replaced by the ones these forces were computed with.
+  header.set_parameter("ExpansionOrder", std::int64_t{config.order});
+  header.set_parameter("OpeningAngle", config.theta);
+  header.set_parameter("OpeningCriterion", to_string(config.opening));
+  header.set_parameter("OpeningTolerance", config.tolerance);
+  header.set_parameter("Softening", to_string(config.softening));
+  header.set_parameter("SofteningLength", config.softening_length);
+  header.set_parameter("FMMLeafSize", std::int64_t{config.leaf_size});
+  header.set_parameter("FMMPrecision", to_string(config.precision));
   header.units.G = config.G;
   ParticleFileOptions file;
   file.precision = parse_precision(options.file_precision);

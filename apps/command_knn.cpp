@@ -84,10 +84,11 @@ void run_knn(Context const& context, KNNCommandOptions const& options) {
     auto const rho = host_copy(density);
     fields.extra.push_back(ExtraDataset{"Density", 1, false, std::vector<double>(rho.data(), rho.data() + n), {}});
   }
-  header.parameters.emplace_back("KNNNeighbours", std::int64_t{options.k});
-  header.parameters.emplace_back("KNNIncludeSelf", std::int64_t{options.include_self ? 1 : 0});
+  header.set_parameter("KNNNeighbours", std::int64_t{options.k});
+  header.set_parameter("KNNIncludeSelf", std::int64_t{options.include_self ? 1 : 0});
+  header.erase_parameter("KNNBoxSize");  // from an earlier periodic search of the input
   if (knn_options.periodic.enabled)
-    header.parameters.emplace_back("KNNBoxSize", fmt::format("{} {} {}", knn_options.periodic.length[0],
+    header.set_parameter("KNNBoxSize", fmt::format("{} {} {}", knn_options.periodic.length[0],
                                                              knn_options.periodic.length[1], knn_options.periodic.length[2]));
   ParticleFileOptions file;
   file.precision = parse_precision(options.file_precision);

@@ -226,6 +226,9 @@ class SnapshotFileWriter {
       if (std::find(std::begin(unit_parameter_names), std::end(unit_parameter_names), name) !=
           std::end(unit_parameter_names))
         fail("parameter {} is written from SnapshotHeader::units; remove it from SnapshotHeader::parameters", name);
+      if (H5Aexists(parameters.get(), name.c_str()) > 0)
+        fail("parameter {} appears twice in SnapshotHeader::parameters; set it with SnapshotHeader::set_parameter",
+             name);
       write_value(parameters.get(), name, value);
     }
     Hdf5Handle const config = make_group("Config");

@@ -53,6 +53,25 @@ struct SnapshotHeader {
   std::vector<std::pair<std::string, ParameterValue>> parameters;
   /// /Config attributes.
   std::vector<std::pair<std::string, ParameterValue>> config;
+
+  /// Sets the /Parameters attribute `name`, replacing the one read from a file (a file written
+  /// by a kfmm command already carries that command's parameters; HDF5 names are unique).
+  void set_parameter(std::string const& name, ParameterValue value) {
+    for (auto& entry : parameters)
+      if (entry.first == name) {
+        entry.second = std::move(value);
+        return;
+      }
+    parameters.emplace_back(name, std::move(value));
+  }
+  /// Removes the /Parameters attribute `name` if present (a setting the output does not have).
+  void erase_parameter(std::string const& name) {
+    for (auto it = parameters.begin(); it != parameters.end(); ++it)
+      if (it->first == name) {
+        parameters.erase(it);
+        return;
+      }
+  }
 };
 
 /// \brief Optional per-particle results, aligned with the particles (same local order).
