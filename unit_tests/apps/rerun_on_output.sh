@@ -2,7 +2,7 @@
 # kfmm commands on files that kfmm commands wrote (which already carry those commands' /Parameters):
 # `kfmm forces` on a `kfmm run` snapshot and on its own output, `kfmm knn` on its own output
 # (periodic first, then open: the stale box size goes). Each output's parameters are the ones
-# of the command that wrote it. Needs h5dump-free checks only: `kfmm info` prints parameters.
+# of the command that wrote it (read back with `kfmm info`).
 set -u
 kfmm=$1
 dir=$(mktemp -d)
