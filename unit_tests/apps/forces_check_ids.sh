@@ -3,12 +3,7 @@
 # repeated, a comment) are the ones compared; a word that is not an id, an id that no particle
 # has, a file without ids and --check together with --check-ids are errors naming the value,
 # and the unknown id is found before any output is written.
-set -u
-kfmm=$1
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-cd "$dir" || exit 1
-fail() { echo "FAILED: $*"; exit 1; }
+source "$(dirname "$(readlink -f "$0")")/cli_test_scratch.sh" "$1"
 # expect_error MESSAGE ARGS...: the command fails and prints MESSAGE.
 expect_error() {
   local message=$1

@@ -3,12 +3,7 @@
 # `kfmm forces` on a `kfmm run` snapshot and on its own output, `kfmm knn` on its own output
 # (periodic first, then open: the stale box size goes). Each output's parameters are the ones
 # of the command that wrote it (read back with `kfmm info`).
-set -u
-kfmm=$1
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-cd "$dir" || exit 1
-fail() { echo "FAILED: $*"; exit 1; }
+source "$(dirname "$(readlink -f "$0")")/cli_test_scratch.sh" "$1"
 "$kfmm" run --set ic.n=400 --set time.end=0.01 --set time.outputs=1 --set time.steps_per_output=2 \
   --set force.softening=spline -o run >/dev/null 2>&1 || fail "kfmm run"
 snapshot=run/snapshot_001.hdf5
