@@ -3,6 +3,7 @@
 /// \brief Portable, stable, deterministic O(N) sort of 64-bit keys with their permutation
 /// (least-significant-digit radix sort on parallel_for + parallel_scan), and permutation of
 /// particle fields into key order.
+#include <kfmm/core/displaced_keys.hpp>
 #include <kfmm/core/error.hpp>
 #include <kfmm/core/kernel_shape.hpp>
 #include <kfmm/core/particles.hpp>
@@ -401,8 +402,10 @@ class KeySorter {
   ///
   /// Input in the previous step's key order is the common case (a solver re-sorting drifted
   /// particles): sorted keys cost one check; a few sorted runs that interleave little (a
-  /// rank's particles after a redistribution) are merged (sort_runs); anything else, including
-  /// drifted keys, takes the radix passes.
+  /// rank's particles after a redistribution) are merged (sort_runs); drifted keys (more
+  /// descents, but at most one in displaced_descent_spacing) have their few displaced keys
+  /// sorted on their own and merged in (sort_displaced); anything else, or what those paths
+  /// decline, takes the radix passes.
   template <class ExecutionSpace>
   bool sort(ExecutionSpace const& space, KeyView const& keys, IndexView const& permutation, std::size_t n) {
     check_arguments(keys, permutation, n);
@@ -411,14 +414,73 @@ class KeySorter {
       detail::radix_iota(space, permutation, n);
       return false;
     }
-    if (descents < std::size_t(merge_runs_largest) && sort_runs(space, keys, permutation, n, int(descents) + 1))
+    // Sized whichever path this call takes: a later step whose keys drifted allocates nothing.
+    grow_displaced(space, n);
+    // A few runs that sort_runs() declines interleave everywhere: too many keys are displaced
+    // for sort_displaced().
+    if (descents < std::size_t(merge_runs_largest)) {
+      if (sort_runs(space, keys, permutation, n, int(descents) + 1)) return true;
+    } else if (descents <= n / displaced_descent_spacing && sort_displaced(space, keys, permutation, n)) {
       return true;
+    }
+    radix_sort(space, keys, permutation, n);
+    return true;
+  }
+
+  /// The radix sort in the shape chosen for ExecutionSpace (sort_blocks or sort_teams).
+  template <class ExecutionSpace>
+  void radix_sort(ExecutionSpace const& space, KeyView const& keys, IndexView const& permutation, std::size_t n) {
     if constexpr (!gpu_shaped_kernels<ExecutionSpace>())
-      if (!use_gpu_shape<ExecutionSpace>()) {
-        sort_blocks(space, keys, permutation, n);
-        return true;
-      }
+      if (!use_gpu_shape<ExecutionSpace>()) return sort_blocks(space, keys, permutation, n);
     sort_teams(space, keys, permutation, n);
+  }
+
+  /// Keys with at most one descent in this many may take sort_displaced().
+  static constexpr std::size_t displaced_descent_spacing = 8;
+
+  /// sort_displaced() declines when more than one key in this many is displaced.
+  static constexpr std::size_t displaced_key_spacing = 8;
+
+  /// sort_displaced() declines when the undisplaced keys still descend after this many rounds
+  /// of marking.
+  static constexpr int displaced_rounds = 8;
+
+  /// \brief sort() of keys that are sorted but for a few displaced ones (see
+  /// core/displaced_keys.hpp): the displaced keys are marked, radix sorted on their own and
+  /// merged into the rest. False, with keys untouched, when more than one key in
+  /// displaced_key_spacing is displaced or marking does not settle in displaced_rounds.
+  /// Public for tests: the result equals sort_blocks()'s.
+  template <class ExecutionSpace>
+  bool sort_displaced(ExecutionSpace const& space, KeyView const& keys, IndexView const& permutation, std::size_t n) {
+    check_arguments(keys, permutation, n);
+    if (n < 2) {
+      detail::radix_iota(space, permutation, n);
+      return true;
+    }
+    std::size_t const room = grow_displaced(space, n);
+    // The undisplaced keys live in the radix scratch past the `room` rows that the radix sort of
+    // the displaced keys uses.
+    auto const past_room = Kokkos::make_pair(room, room + n);
+    KeyView const rest_keys = Kokkos::subview(keys_scratch_, past_room);
+    IndexView const rest_index = Kokkos::subview(permutation_scratch_, past_room);
+    // slots_ holds the marks, by original index.
+    auto const slots = Kokkos::subview(slots_, Kokkos::make_pair(std::size_t(0), n));
+    Kokkos::deep_copy(space, slots, Index(0));
+    std::size_t reach = detail::displaced_reach;
+    detail::mark_displaced(space, keys, rest_index, true, n, reach, slots_);
+    std::size_t moved = 0;
+    for (int round = 1;; ++round) {
+      moved = detail::split_displaced(space, keys, n, slots_, rest_keys, rest_index, moved_keys_, moved_index_, room);
+      if (moved > room) return false;
+      if (detail::count_descents(space, rest_keys, n - moved) == 0) break;
+      if (round == displaced_rounds) return false;
+      reach *= 4;
+      detail::mark_displaced(space, rest_keys, rest_index, false, n - moved, reach, slots_);
+    }
+    radix_sort(space, moved_keys_, moved_order_, moved);
+    detail::merge_displaced(space, moved_keys_, moved_index_, moved_order_, moved, rest_keys, rest_index, n - moved,
+                            keys,
+                            permutation);
     return true;
   }
 
@@ -582,7 +644,10 @@ class KeySorter {
   KeyView keys_scratch_;
   IndexView permutation_scratch_;
   IndexView counts_;  // counts_(digit * blocks + block), then their exclusive scan
-  IndexView slots_;   // permute_blocked: the slot each destination row reads
+  IndexView slots_;   // permute_blocked: the slot each destination row reads; sort_displaced: the marks
+  // sort_displaced: the displaced keys, their original indices and their sorted order.
+  KeyView moved_keys_;
+  IndexView moved_index_, moved_order_;
   // sort_runs: the run starts (but the first) as found, their count, the ordered starts, each
   // run's first block and every block's window in every other run.
   IndexView run_starts_, run_count_, run_begin_, run_first_block_, run_windows_;
@@ -622,6 +687,24 @@ class KeySorter {
       fail("sort_by_key: n = {} keys do not fit the {}-byte permutation index (max {}); use a std::size_t "
            "permutation",
            n, sizeof(Index), std::numeric_limits<Index>::max());
+  }
+
+  // sort_displaced()'s scratch for n keys (the radix scratch holds the undisplaced keys past
+  // the room for the displaced ones); returns the most keys it may displace.
+  template <class ExecutionSpace>
+  std::size_t grow_displaced(ExecutionSpace const& space, std::size_t n) {
+    auto const alloc = [&](std::string const& label) {
+      return Kokkos::view_alloc(space, Kokkos::WithoutInitializing, label);
+    };
+    std::size_t const room = n / displaced_key_spacing + 1;
+    grow_scratch(space, n + room, 1);
+    if (slots_.extent(0) < n) slots_ = IndexView(alloc("kfmm::sort::permutation_slots"), with_slack(n));
+    if (moved_keys_.extent(0) < room) {
+      moved_keys_ = KeyView(alloc("kfmm::sort::moved_keys"), with_slack(room));
+      moved_index_ = IndexView(alloc("kfmm::sort::moved_index"), with_slack(room));
+      moved_order_ = IndexView(alloc("kfmm::sort::moved_order"), with_slack(room));
+    }
+    return room;
   }
 
   // Scratch is kept between calls and grows with slack, so that a solver whose particle count

@@ -9,8 +9,7 @@
 /// key's block of its run spans (one slot, no search, where runs do not interleave).
 ///
 /// Keys that are nearly sorted in another sense (a drifted step's keys: a few percent of
-/// neighbouring keys descend) are not worth a special path: some particles cross coarse Hilbert
-/// cell boundaries, and their keys jump far, so the keys out of place are not few.
+/// neighbouring keys descend, some jump far) take core/displaced_keys.hpp instead.
 #include <kfmm/core/binary_search.hpp>
 #include <kfmm/core/kokkos_compat.hpp>
 

@@ -1,3 +1,4 @@
+#include <kfmm/core/hilbert.hpp>
 #include <kfmm/core/sort.hpp>
 
 #include <gtest/gtest.h>
@@ -411,6 +412,132 @@ TEST(Sort, NearlySortedKeysMatchStableSort) {
   EXPECT_TRUE(sort_like_stable_sort(sorter, keys));
   std::rotate(keys.begin(), keys.begin() + 2500, keys.end());  // rotated by half
   EXPECT_TRUE(sort_like_stable_sort(sorter, keys));
+}
+
+// What a drifted step leaves: sorted keys with ties, neighbours swapped locally (a share
+// `local`), single keys that jumped far up or down (a share `jumps`), and `blocks` stretches
+// of `block` consecutive keys that jumped together (particles crossing a coarse cell boundary
+// side by side), as consecutive far keys.
+std::vector<std::uint64_t> drifted_keys(std::size_t n, double local, double jumps, std::size_t blocks,
+                                        std::size_t block, std::uint64_t seed) {
+  auto keys = nearly_sorted_keys(n, 0, 0, seed);
+  std::mt19937_64 random(seed + 2);
+  std::uniform_real_distribution<double> uniform(0, 1);
+  for (std::size_t i = 0; i + 3 < n; ++i)
+    if (uniform(random) < local) std::swap(keys[i], keys[i + 1 + random() % 3]);
+  for (std::size_t i = 0; i < n; ++i)
+    if (uniform(random) < jumps) keys[i] = keys[random() % n];
+  for (std::size_t b = 0; b < blocks && n > block; ++b) {
+    std::size_t const at = random() % (n - block), from = random() % (n - block);
+    for (std::size_t k = 0; k < block; ++k) keys[at + k] = keys[from] + k;
+  }
+  return keys;
+}
+
+// The displaced-keys path gives the stable sort for drifted keys (local swaps, far jumps up
+// and down, stretches that jumped together, shorter and longer than the marking reaches, ties
+// between displaced and undisplaced keys); keys too disordered for it are declined untouched,
+// and sort() then takes another path.
+TEST(Sort, DisplacedPathMatchesStableSort) {
+  using Sorter = kfmm::KeySorter<kfmm::MemorySpace>;
+  Sorter sorter;
+  kfmm::ExecutionSpace space;
+  enum Expect { accept, decline, either };
+  auto check = [&](std::vector<std::uint64_t> const& keys, Expect expect, std::string const& what) {
+    SCOPED_TRACE(what);
+    Keys view = to_view(keys);
+    Kokkos::View<std::uint32_t*, kfmm::MemorySpace> permutation("permutation", keys.size());
+    bool const accepted = sorter.sort_displaced(space, view, permutation, keys.size());
+    if (expect != either) EXPECT_EQ(accepted, expect == accept);
+    if (accepted)
+      expect_stable_order(keys, view, permutation);
+    else
+      EXPECT_EQ(to_vector(view), keys);
+    sort_like_stable_sort(sorter, keys);
+  };
+  for (std::size_t n : {std::size_t(2), std::size_t(5), std::size_t(300), std::size_t(20000), std::size_t(150000)})
+    for (double local : {0.0, 0.03})
+      for (double jumps : {0.0, 0.002})
+        for (std::size_t block : {std::size_t(1), std::size_t(5), std::size_t(40), std::size_t(150)}) {
+          // Far fewer displaced keys than the path's room (one in eight): accepted; more: either.
+          std::size_t const blocks = n / 5000 + 1;
+          bool const few = n <= block || blocks * block <= n / 32 + 1;
+          check(drifted_keys(n, local, jumps, blocks, block, n + block), few ? accept : either,
+                "n " + std::to_string(n) + ", local " + std::to_string(local) + ", jumps " + std::to_string(jumps) +
+                    ", " + std::to_string(blocks) + " blocks of " + std::to_string(block));
+        }
+  check({5, 1, 2, 3, 5, 5, 6}, accept, "a displaced key equal to later ones goes first");
+  check({1, 2, 5, 5, 6, 7, 8, 5, 9}, accept, "a displaced key equal to earlier ones goes last");
+  check({3, 3, 3, 1, 1, 1}, decline, "two runs of ties: half the keys move");
+  // Displaced keys that go before every other key or after every other one: the merge's first
+  // and last blocks.
+  auto ends = nearly_sorted_keys(3000, 0, 0, 13);
+  ends[1700] = 0;
+  ends[2100] = 1;
+  ends[40] = ends[2999] + 1;
+  ends[41] = ends[2999] + 2;
+  check(ends, accept, "displaced keys first and last");
+  // A stretch that jumped down, longer than the first round's reach: it moves, and few of the
+  // keys before it (the room, 501 keys, is less than the stretch and both rounds' reach).
+  auto down = nearly_sorted_keys(4000, 0, 0, 12);
+  for (std::size_t k = 0; k < 300; ++k) down[2000 + k] = down[100] + k;
+  check(down, accept, "300 keys that jumped down together");
+  check(random_keys(20000, 0xffffffull, 11), decline, "random keys: most are displaced");
+  std::vector<std::uint64_t> reversed(3000);
+  std::iota(reversed.rbegin(), reversed.rend(), std::uint64_t(0));
+  check(reversed, decline, "reversed keys");
+  // Every key a descent from the one before, in pairs (2 1 4 3 6 5 …): half the keys move.
+  std::vector<std::uint64_t> pairs(4000);
+  for (std::size_t i = 0; i < pairs.size(); ++i) pairs[i] = i ^ 1;
+  check(pairs, decline, "swapped pairs");
+}
+
+// Hilbert keys of clumped points (20 Gaussian clumps of width 1) in the key order of the points
+// before they drifted by `drift` (Gaussian, per axis): what the solver sorts after a step.
+std::vector<std::uint64_t> drifted_hilbert_keys(std::size_t n, double drift, std::uint64_t seed) {
+  kfmm::Vec3View<double> pos("pos", n);
+  auto host = Kokkos::create_mirror_view(pos);
+  std::mt19937_64 random(seed);
+  std::normal_distribution<double> normal(0, 1);
+  double centres[20][3];
+  for (auto& centre : centres)
+    for (double& c : centre) c = 30 * normal(random);
+  for (std::size_t i = 0; i < n; ++i)
+    for (int k = 0; k < 3; ++k) host(i, k) = centres[i % 20][k] + normal(random);
+  Kokkos::deep_copy(pos, host);
+  kfmm::ExecutionSpace space;
+  double lo[3], hi[3];
+  kfmm::compute_bounds(space, pos, n, lo, hi);
+  auto const cube = kfmm::cube_from_bounds(lo, hi);
+  Keys keys("keys", n);
+  kfmm::compute_keys(space, cube, pos, n, keys);
+  Kokkos::View<std::uint32_t*, kfmm::MemorySpace> order("order", n);
+  kfmm::sort_by_key(space, keys, order);
+  auto const by_key = to_vector(order);
+  kfmm::Vec3View<double> drifted("drifted", n);
+  auto moved = Kokkos::create_mirror_view(drifted);
+  std::normal_distribution<double> step(0, drift);
+  for (std::size_t i = 0; i < n; ++i)
+    for (int k = 0; k < 3; ++k) moved(i, k) = host(by_key[i], k) + step(random);
+  Kokkos::deep_copy(drifted, moved);
+  kfmm::compute_keys(space, cube, drifted, n, keys);
+  return to_vector(keys);
+}
+
+// sort() of drifted Hilbert keys, by whichever path it takes, and the displaced-keys path on
+// its own: the stable sort.
+TEST(Sort, DriftedHilbertKeysMatchStableSort) {
+  kfmm::KeySorter<kfmm::MemorySpace> sorter;
+  kfmm::ExecutionSpace space;
+  for (double drift : {1e-4, 1e-3, 3e-3}) {
+    SCOPED_TRACE("drift " + std::to_string(drift));
+    auto const keys = drifted_hilbert_keys(200000, drift, 21);
+    sort_like_stable_sort(sorter, keys);
+    Keys view = to_view(keys);
+    Kokkos::View<std::uint32_t*, kfmm::MemorySpace> permutation("permutation", keys.size());
+    EXPECT_TRUE(sorter.sort_displaced(space, view, permutation, keys.size()));
+    expect_stable_order(keys, view, permutation);
+  }
 }
 
 // `runs` sorted runs one after another, as a rank holds them after a redistribution: a `share`
