@@ -361,24 +361,12 @@ class ExchangePlan {
     (check_rows(views, rows, "in-place"), ...);
     check_usable();
     check_apart(views...);
-    // Record layout: each field at an offset aligned for its type; records aligned for all.
     std::size_t offsets[sizeof...(Views)];
-    std::size_t record = 0, align = 1, field = 0;
-    auto const place = [&](std::size_t size, std::size_t alignment, std::size_t width) {
-      record = (record + alignment - 1) / alignment * alignment;
-      offsets[field++] = record;
-      record += size * width;
-      if (alignment > align) align = alignment;
-    };
-    (place(sizeof(typename Views::value_type), alignof(typename Views::value_type), detail::columns(views)), ...);
-    record = (record + align - 1) / align * align;
-
-    // The buffers hold only the rows to and from other ranks: the messages' counts without self.
+    std::size_t align = 1;
+    std::size_t const record = record_layout(offsets, align, views...);
     int const self = rank_;
-    detail::MessageCounts remote = counts_;
-    remote.send_counts[self] = remote.recv_counts[self] = 0;
-    remote.send_offsets = detail::offsets_of(remote.send_counts);
-    remote.recv_offsets = detail::offsets_of(remote.recv_counts);
+    detail::MessageCounts const remote = remote_counts();
+    std::size_t field = 0;
     std::size_t const num_send = counts_.send_offsets.back(), num_recv = counts_.recv_offsets.back();
     std::size_t const send_self = counts_.send_offsets[self], send_self_end = counts_.send_offsets[self + 1];
     std::size_t const recv_self = counts_.recv_offsets[self], recv_self_end = counts_.recv_offsets[self + 1];
@@ -430,7 +418,98 @@ class ExchangePlan {
     compat::fence(space, "kfmm::exchange_plan (records unpacked)");
   }
 
+  /// \brief exchange_in_place() for elements held in another order, with the imports arranged
+  /// by their keys: one pass over the rows that stay, where a permutation before the exchange,
+  /// a move of the staying rows and a permutation after it take three. Element e of the plan is
+  /// row rows(e) of the Views and has key keys(e). The keys travel in the records (one message
+  /// per partner) into `import_keys` (import order, ≥ num_import() rows); `arrange()`, called
+  /// once they are all there, returns the arrangement (row j of the result is import
+  /// arrangement(j), e.g. the permutation of sorting import_keys in place) with its kernels
+  /// finished. Each View then holds its imports in that order in its first num_import() rows,
+  /// arranged column by column through `scratch` (8-byte words, ≥ num_import() rows). Every
+  /// View needs max(num_import(), the largest row read + 1) rows; no two of the Views, keys,
+  /// import_keys and scratch may overlap.
+  template <class Rows, class Keys, class ImportKeys, class Arrange, class Scratch, class... Views>
+  void exchange_arranged(Rows const& rows, Keys const& keys, ImportKeys const& import_keys, Arrange const& arrange,
+                         Scratch const& scratch, Views const&... views) const {
+    static_assert(sizeof...(Views) > 0, "exchange_arranged needs at least one View");
+    check_usable();
+    check_rows(rows, num_elements_, "rows");
+    check_rows(keys, num_elements_, "keys");
+    check_rows(import_keys, num_import(), "import keys");
+    check_rows(scratch, num_import(), "scratch");
+    (check_rows(views, num_import(), "arranged"), ...);
+    check_apart(keys, import_keys, scratch, views...);
+    std::size_t offsets[1 + sizeof...(Views)];
+    std::size_t align = 1;
+    std::size_t const record = record_layout(offsets, align, keys, views...);
+    int const self = rank_;
+    detail::MessageCounts const remote = remote_counts();
+    std::size_t const num_send = counts_.send_offsets.back(), num_recv = counts_.recv_offsets.back();
+    std::size_t const send_self = counts_.send_offsets[self], send_self_end = counts_.send_offsets[self + 1];
+    std::size_t const recv_self = counts_.recv_offsets[self], recv_self_end = counts_.recv_offsets[self + 1];
+    std::size_t const stay = send_self_end - send_self;
+    execution_space space;
+    auto const send_buffer = detail::reusable_buffer<Memory>(0, remote.send_offsets.back() * record + 1);
+    auto const recv_buffer = detail::reusable_buffer<Memory>(1, remote.recv_offsets.back() * record + 1);
+    char* const send = send_buffer.data();
+    char const* const recv = recv_buffer.data();
+    auto const order = export_order_;
+    detail::RowsThrough<decltype(order), Rows> const through{order, rows, 0};
+    detail::pack_field(space, keys, order, offsets[0], record, 0, send_self, 0, send);
+    detail::pack_field(space, keys, order, offsets[0], record, send_self_end, num_send, stay, send);
+    std::size_t field = 1;
+    ((detail::pack_field(space, views, through, offsets[field], record, 0, send_self, 0, send),
+      detail::pack_field(space, views, through, offsets[field], record, send_self_end, num_send, stay, send),
+      ++field),
+     ...);
+    send_remote_records(space, remote, record, send_buffer, recv_buffer);
+    detail::unpack_field(space, recv, offsets[0], record, 0, recv_self, 0, import_keys);
+    detail::unpack_field(space, recv, offsets[0], record, recv_self_end, num_recv, stay, import_keys);
+    detail::gather_self_keys(space, keys, order, send_self, import_keys, recv_self, stay);
+    compat::fence(space, "kfmm::exchange_plan (keys arranged)");
+    auto const arrangement = arrange();
+    detail::RowsThrough<decltype(order), Rows> const self_rows{order, rows, send_self};
+    field = 1;
+    auto const arrange_view = [&](auto const& view) {
+      for (std::size_t c = 0; c < detail::columns(view); ++c) {
+        detail::arrange_column(space, view, c, arrangement, self_rows, recv_self, recv_self_end, recv, offsets[field],
+                               record, num_recv, scratch);
+        detail::copy_column_back(space, scratch, c, num_recv, view);
+      }
+      ++field;
+    };
+    (arrange_view(views), ...);
+    compat::fence(space, "kfmm::exchange_plan (records arranged)");
+  }
+
  private:
+  // Record layout of one row of `views`: each field at an offset aligned for its type (into
+  // `offsets`), records aligned for all (`align`). Returns the record's bytes.
+  template <class... Views>
+  static std::size_t record_layout(std::size_t* offsets, std::size_t& align, Views const&... views) {
+    std::size_t record = 0, field = 0;
+    align = 1;
+    auto const place = [&](std::size_t size, std::size_t alignment, std::size_t width) {
+      record = (record + alignment - 1) / alignment * alignment;
+      offsets[field++] = record;
+      record += size * width;
+      if (alignment > align) align = alignment;
+    };
+    (place(sizeof(typename Views::value_type), alignof(typename Views::value_type), detail::columns(views)), ...);
+    return (record + align - 1) / align * align;
+  }
+
+  // The buffers of record exchanges hold only the rows to and from other ranks: the messages'
+  // counts without self.
+  detail::MessageCounts remote_counts() const {
+    detail::MessageCounts remote = counts_;
+    remote.send_counts[rank_] = remote.recv_counts[rank_] = 0;
+    remote.send_offsets = detail::offsets_of(remote.send_counts);
+    remote.recv_offsets = detail::offsets_of(remote.recv_counts);
+    return remote;
+  }
+
   void check_usable() const {
     if (counts_.send_offsets.empty())
       fail("ExchangePlan: this plan was default-constructed; build it with ExchangePlan(context, destinations, n)");
@@ -441,7 +520,7 @@ class ExchangePlan {
   template <class First, class... Rest>
   static void check_apart(First const& first, Rest const&... rest) {
     ((detail::aliasing(first, rest) != 0
-          ? fail("ExchangePlan: the Views '{}' and '{}' given to exchange_in_place overlap; give distinct fields",
+          ? fail("ExchangePlan: the Views '{}' and '{}' given to one exchange overlap; give distinct fields",
                  first.label(), rest.label())
           : void()),
      ...);

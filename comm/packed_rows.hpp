@@ -45,6 +45,68 @@ void unpack_field(ExecutionSpace const& space, char const* records, std::size_t 
       });
 }
 
+/// The row of export slot first + j when the elements are rows of the Views through `rows`
+/// (element e is row rows(e)): pack_field()'s order in ExchangePlan::exchange_arranged().
+template <class Order, class Rows>
+struct RowsThrough {
+  Order order;
+  Rows rows;
+  std::size_t first = 0;
+  KOKKOS_INLINE_FUNCTION std::size_t operator()(std::size_t j) const { return std::size_t(rows(order(first + j))); }
+};
+
+/// \brief Column `column` of rows [0, count) of `view` arranged into `scratch` (words of at
+/// least the value's size): row j takes import arrangement(j), which is record
+/// i (i − stay past the self imports) of `records` at byte `offset`, or for a self import i in
+/// [self_begin, self_end) row self_rows(i − self_begin) of `view` itself. Reads
+/// `view` only: the caller copies the scratch back once the column is arranged.
+template <class ExecutionSpace, class View, class Arrangement, class SelfRows, class Scratch>
+void arrange_column(ExecutionSpace const& space, View const& view, std::size_t column, Arrangement const& arrangement,
+                    SelfRows const& self_rows, std::size_t self_begin, std::size_t self_end,
+                    char const* records, std::size_t offset, std::size_t record_bytes, std::size_t count,
+                    Scratch const& scratch) {
+  using T = typename View::non_const_value_type;
+  static_assert(sizeof(T) <= sizeof(typename Scratch::value_type) &&
+                    alignof(T) <= alignof(typename Scratch::value_type),
+                "the scratch words must hold one field value");
+  if (count == 0) return;
+  T* const words = reinterpret_cast<T*>(scratch.data());
+  std::size_t const stay = self_end - self_begin;
+  Kokkos::parallel_for(
+      "kfmm::exchange_plan::arrange_column", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count),
+      KOKKOS_LAMBDA(std::size_t j) {
+        std::size_t const i = std::size_t(arrangement(j));
+        if (i >= self_begin && i < self_end) {
+          words[j] = element(view, std::size_t(self_rows(i - self_begin)), column);
+        } else {
+          std::size_t const slot = i < self_begin ? i : i - stay;
+          words[j] = reinterpret_cast<T const*>(records + slot * record_bytes + offset)[column];
+        }
+      });
+}
+
+/// Keys of the self imports: import_keys(target + k) = keys(order(source + k)), k < count.
+template <class ExecutionSpace, class Keys, class Order, class ImportKeys>
+void gather_self_keys(ExecutionSpace const& space, Keys const& keys, Order const& order, std::size_t source,
+                      ImportKeys const& import_keys, std::size_t target, std::size_t count) {
+  if (count == 0) return;
+  Kokkos::parallel_for(
+      "kfmm::exchange_plan::gather_self_keys", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count),
+      KOKKOS_LAMBDA(std::size_t k) { import_keys(target + k) = keys(order(source + k)); });
+}
+
+/// Column `column` of rows [0, count) of `view` from `scratch` (arrange_column()'s words).
+template <class ExecutionSpace, class View, class Scratch>
+void copy_column_back(ExecutionSpace const& space, Scratch const& scratch, std::size_t column, std::size_t count,
+                      View const& view) {
+  using T = typename View::non_const_value_type;
+  if (count == 0) return;
+  T const* const words = reinterpret_cast<T const*>(scratch.data());
+  Kokkos::parallel_for(
+      "kfmm::exchange_plan::copy_column_back", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count),
+      KOKKOS_LAMBDA(std::size_t j) { element(view, j, column) = words[j]; });
+}
+
 /// \brief How shift_rows() cuts a run of `count` rows moved by `distance` rows: into chunks of
 /// `steps` blocks of `distance` rows, each chunk moved block by block by one team.
 struct RowShiftShape {

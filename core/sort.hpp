@@ -606,14 +606,19 @@ class KeySorter {
   void permute(ExecutionSpace const& space, Particles<Memory>& particles, IndexView const& permutation) {
     std::size_t const n = particles.num;
     check_permutation(permutation, n);
-    if (n >= detail::blocked_permutation_min_rows && !use_gpu_shape<ExecutionSpace>() &&
-        detail::scattered_permutation(space, permutation, n))
-      return permute_blocked(space, particles, permutation);
+    if (permutes_blocked(space, permutation, n)) return permute_blocked(space, particles, permutation);
     grow_scratch(space, n, 0);
     detail::apply_permutation_through(space, permutation, particles.pos, n, keys_scratch_);
     detail::apply_permutation_through(space, permutation, particles.vel, n, keys_scratch_);
     detail::apply_permutation_through(space, permutation, particles.mass, n, keys_scratch_);
     detail::apply_permutation_through(space, permutation, particles.id, n, keys_scratch_);
+  }
+
+  /// Whether permute() takes permute_blocked() for the first `n` entries of `permutation`.
+  template <class ExecutionSpace>
+  static bool permutes_blocked(ExecutionSpace const& space, IndexView const& permutation, std::size_t n) {
+    return n >= detail::blocked_permutation_min_rows && !use_gpu_shape<ExecutionSpace>() &&
+           detail::scattered_permutation(space, permutation, n);
   }
 
   /// \brief permute() visiting the rows by source window (detail::PermutationWindows; windows of

@@ -493,7 +493,6 @@ void DistributedTree::decompose(ExecutionSpace const& space, Context const& cont
   // A failure of the local steps is agreed in choose_splitters' first collective.
   std::string local_error;
   Kokkos::View<double const*, MemorySpace> weights;
-  ScalarView<double> sorted_carried;
   try {
     fault_injection::point("force.decompose");
     grow_preserving(keys, n);
@@ -509,18 +508,9 @@ void DistributedTree::decompose(ExecutionSpace const& space, Context const& cont
       grow_preserving(carried_room_, particles.capacity());
     }
     grow_preserving(sorted_costs_, particles.capacity());
+    // The particles stay where they are: the exchange below reads them through the sort's
+    // permutation (rows of the sorted keys), and arranges what stays and what arrives in one pass.
     bool const moved = sorter_.sort(space, keys, permutation_, n);
-    if (moved) sorter_.permute(space, particles, permutation_);
-    if (carried != nullptr && !moved) {
-      sorted_carried = *carried;
-    } else if (carried != nullptr) {
-      sorted_carried = carried_room_;
-      auto const values = *carried;
-      auto const perm = permutation_;
-      Kokkos::parallel_for(
-          "kfmm::distributed::permute_carried", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
-          KOKKOS_LAMBDA(std::size_t i) { sorted_carried(i) = values(perm(i)); });
-    }
     if (cost_count_ == n && n > 0 && !moved) {
       weights = costs_;
     } else if (cost_count_ == n && n > 0) {
@@ -531,6 +521,21 @@ void DistributedTree::decompose(ExecutionSpace const& space, Context const& cont
           "kfmm::distributed::permute_costs", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
           KOKKOS_LAMBDA(std::size_t i) { sorted_costs(i) = costs(perm(i)); });
       weights = Kokkos::subview(sorted_costs, Kokkos::make_pair(std::size_t(0), n));
+    }
+    // A permutation that scatters the rows (a first call, particles in file order) is applied
+    // first, cache-blocked on CPUs; the exchange then reads the rows in order.
+    if (moved && sorter_.permutes_blocked(space, permutation_, n)) {
+      sorter_.permute(space, particles, permutation_);
+      if (carried != nullptr) {
+        auto const values = *carried;
+        auto const sorted = carried_room_;
+        auto const perm = permutation_;
+        Kokkos::parallel_for(
+            "kfmm::distributed::permute_carried", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+            KOKKOS_LAMBDA(std::size_t i) { sorted(i) = values(perm(i)); });
+        std::swap(*carried, carried_room_);
+      }
+      detail::radix_iota(space, permutation_, n);
     }
   } catch (std::exception const& e) {
     local_error = e.what();
@@ -548,18 +553,34 @@ void DistributedTree::decompose(ExecutionSpace const& space, Context const& cont
   // leaf would make the tree differ from the one-rank tree (and the forces from its forces).
   adjust_splitters(space, context, const_keys, n, leaf_size);
   auto const destinations = destination_ranks(space, keys, n, splitters_);
-  // The keys travel with the particles: the local sort that follows needs none of its own.
-  ExchangePlan<MemorySpace> plan;
-  redistribute(context, particles, destinations, &plan, keys);
+  // The keys travel with the particles and arrive sorted: the local sort that follows finds
+  // nothing to do.
+  ExchangePlan<MemorySpace> plan(context, destinations, n);
+  std::size_t const imported = plan.num_import();
+  std::size_t const rows = std::max(n, imported);
+  particles.reserve(rows);
+  // Sized by the capacity: a later call allocates nothing.
+  std::size_t const room = particles.capacity();
+  if (carried != nullptr) grow_preserving(*carried, room);
+  grow_appending(import_keys_, room, 0);
+  grow_appending(arrangement_, room, 0);
+  // The cost weights were read by the splitter choice: their View is the arrangement's scratch.
+  grow_appending(sorted_costs_, room, 0);
+  auto const arrange = [&] {
+    // Stable: equal keys keep the import order (source rank, then order on the source).
+    sorter_.sort(space, import_keys_, arrangement_, imported);
+    space.fence();
+    return arrangement_;
+  };
+  if (carried != nullptr)
+    plan.exchange_arranged(permutation_, keys, import_keys_, arrange, sorted_costs_, particles.pos, particles.vel,
+                           particles.mass, particles.id, *carried);
+  else
+    plan.exchange_arranged(permutation_, keys, import_keys_, arrange, sorted_costs_, particles.pos, particles.vel,
+                           particles.mass, particles.id);
+  particles.num = imported;
+  std::swap(keys, import_keys_);
   decomposition_partners_ = plan.counts_only();
-  if (carried != nullptr) {
-    // Into the View that does not hold the sorted values, then that one is the carried one:
-    // the two swap roles from call to call.
-    ScalarView<double>& target = sorted_carried.data() == carried_room_.data() ? *carried : carried_room_;
-    grow_preserving(target, particles.capacity());  // ≥ plan.num_import() after redistribute
-    plan.exchange(sorted_carried, target);
-    if (&target == &carried_room_) std::swap(*carried, carried_room_);
-  }
   bytes_sent_ = plan.bytes_sent();
   bytes_received_ = plan.bytes_received();
   imported_nodes_ = imported_particles_ = 0;

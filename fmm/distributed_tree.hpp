@@ -43,8 +43,9 @@ using ParticleRows = Kokkos::View<double* [5], Kokkos::LayoutRight, MemorySpace>
 class DistributedTree {
  public:
   /// Splitters from a weighted sample sort, moved so that no cell with ≤ leaf_size particles
-  /// is cut; then all particle fields move to their owners. Afterwards `keys` holds the keys
-  /// of the owned particles in `cube`, row for row (not yet sorted). `carried`, when
+  /// is cut; then all particle fields move to their owners, in key order (stable: equal keys
+  /// in the order of their source ranks). Afterwards `keys` holds the sorted keys of the owned
+  /// particles in `cube`, row for row (the View may be replaced). `carried`, when
   /// given, holds one value per particle that moves with them (replaced by the moved values).
   /// With `keep_tolerance` > 0 the previous splitters are kept while they balance the cost
   /// within it (domains_balance): then only particles that crossed a boundary move. Collective.
@@ -193,6 +194,8 @@ class DistributedTree {
   ScalarView<std::uint64_t> forced_room_{"kfmm::distributed::forced_split", 0};
   ScalarView<std::uint64_t> splitter_room_{"kfmm::distributed::splitters", 0};
   ScalarView<double> carried_room_{"kfmm::distributed::carried", 0};
+  ScalarView<std::uint64_t> import_keys_{"kfmm::distributed::import_keys", 0};  ///< swapped with the caller's keys
+  ScalarView<std::uint32_t> arrangement_{"kfmm::distributed::arrangement", 0};
   ScalarView<double> sorted_costs_{"kfmm::distributed::costs", 0};
   ScalarView<double> cumulative_{"kfmm::distributed::cumulative", 0};
   ScalarView<std::uint64_t> bounds_{"kfmm::distributed::bounds", 0};
