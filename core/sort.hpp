@@ -479,8 +479,7 @@ class KeySorter {
     }
     radix_sort(space, moved_keys_, moved_order_, moved);
     detail::merge_displaced(space, moved_keys_, moved_index_, moved_order_, moved, rest_keys, rest_index, n - moved,
-                            keys,
-                            permutation);
+                            keys, permutation);
     return true;
   }
 
