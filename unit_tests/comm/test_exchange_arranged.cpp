@@ -141,6 +141,30 @@ TEST_F(ExchangeArrangedTest, SortedKeysCutIntoRanges) {
   check(keys, identity, destinations);
 }
 
+TEST_F(ExchangeArrangedTest, NearlySortedRowsOfADriftingStep) {
+  // As a drifting step: rows nearly in key order (a few neighbours swapped, a few keys far
+  // from their rows); more or fewer rows leave for lower ranks than arrive, so the staying
+  // rows move up on some ranks and down on others.
+  std::mt19937_64 random(unsigned(rank) + 41);
+  std::size_t const n = 20000 + 3000 * std::size_t(rank);
+  std::vector<std::uint64_t> keys(n);
+  for (auto& k : keys) k = random() % (std::uint64_t(ranks) << 40) / 16 * 16;
+  std::sort(keys.begin(), keys.end());
+  std::vector<std::uint32_t> rows(n);
+  std::iota(rows.begin(), rows.end(), 0u);
+  for (std::size_t e = 1; e < n; e += 37) std::swap(rows[e - 1], rows[e]);
+  for (std::size_t e = 0; e + 500 < n; e += 997) std::swap(rows[e], rows[e + 500]);
+  std::vector<int> destinations(n);
+  for (std::size_t e = 0; e < n; ++e) destinations[e] = int(keys[e] >> 40);
+  check(keys, rows, destinations);
+  // Only the first rows leave, to the rank below, whose keys are all lower: the staying run
+  // moves down by as many rows, the imports land after it.
+  for (auto& k : keys) k = (std::uint64_t(rank) << 40) + k % (std::uint64_t(1) << 40);
+  std::sort(keys.begin(), keys.end());
+  for (std::size_t e = 0; e < n; ++e) destinations[e] = e < 100 * std::size_t(rank) ? rank - 1 : rank;
+  check(keys, rows, destinations);
+}
+
 TEST_F(ExchangeArrangedTest, ScatteredDestinationsWithDrops) {
   std::mt19937_64 random(unsigned(rank) + 29);
   std::size_t const n = 513;
