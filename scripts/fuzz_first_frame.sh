@@ -2,10 +2,14 @@
 # frame of a sanitizer or libFuzzer report in LOG that is not the fuzz target's own runtime: not a
 # frame of BINARY (libFuzzer, the sanitizers' interceptors), not the sanitizer runtime named by
 # its own objects or namespaces (e.g. "AddressSanitizer: CHECK failed" reports start in
-# __asan::CheckUnwind() asan_rtl.cpp.o), not libc. Empty when the report has no such frame.
+# __asan::CheckUnwind() asan_rtl.cpp.o), not libc, whether named by its module (libc.so.6+0x…)
+# or, when glibc's debug information is installed, by its source file, a path relative to
+# glibc's tree (string/../sysdeps/…/memmove-vec-unaligned-erms.S:333). Empty when the report
+# has no such frame.
 first_user_frame() {
   local binary=$1 log=$2
   grep -E '^ *#[0-9]+ 0x[0-9a-f]+ ' "$log" | grep -vF "($binary+" | grep -v '/libc\.so' \
+    | grep -vE ' in [^ ]+ (\.\./)*(string|sysdeps|csu|nptl|stdlib|malloc|libio|posix|signal|elf|misc)/[^ ]+:[0-9]+' \
     | grep -vE ' in __(asan|sanitizer|ubsan|lsan|interception)::| (asan|ubsan|lsan|sanitizer)_[a-z_]+\.cpp\.o' \
     | head -n1
 }

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <initial_conditions_checks.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -10,20 +12,20 @@
 
 namespace {
 
+using kfmm::test_support::single_rank_sums;
+using kfmm::test_support::virial_ratio;
+
 using kfmm::HostSpace;
 using kfmm::ICKind;
 using kfmm::ICOptions;
 using kfmm::Particles;
-
-/// The reduction of a single rank: the local sums are already the global ones.
-void identity(std::int64_t*, int) {}
 
 Particles<HostSpace> generate(ICKind kind, std::uint64_t n, std::uint64_t seed = 42) {
   ICOptions options;
   options.kind = kind;
   options.n_total = n;
   options.seed = seed;
-  return kfmm::generate_initial_conditions(options, 0, 1, identity);
+  return kfmm::generate_initial_conditions(options, 0, 1, single_rank_sums);
 }
 
 /// Simulated MPI_Allreduce for slice `rank` of `nranks` in one process: adds the local sums of
@@ -45,20 +47,6 @@ bool bitwise_equal(double a, double b) { return std::memcmp(&a, &b, sizeof a) ==
 
 double radius(Particles<HostSpace> const& p, std::size_t i) {
   return std::sqrt(p.pos(i, 0) * p.pos(i, 0) + p.pos(i, 1) * p.pos(i, 1) + p.pos(i, 2) * p.pos(i, 2));
-}
-
-/// 2K/|W| with W = −Σ_{i<j} m_i m_j / r_ij (G = 1, no softening).
-double virial_ratio(Particles<HostSpace> const& p) {
-  double kinetic = 0, potential = 0;
-  for (std::size_t i = 0; i < p.num; ++i) {
-    kinetic += 0.5 * p.mass(i) * (p.vel(i, 0) * p.vel(i, 0) + p.vel(i, 1) * p.vel(i, 1) + p.vel(i, 2) * p.vel(i, 2));
-    for (std::size_t j = i + 1; j < p.num; ++j) {
-      double r2 = 0;
-      for (int c = 0; c < 3; ++c) r2 += (p.pos(i, c) - p.pos(j, c)) * (p.pos(i, c) - p.pos(j, c));
-      potential -= p.mass(i) * p.mass(j) / std::sqrt(r2);
-    }
-  }
-  return 2 * kinetic / std::fabs(potential);
 }
 
 double median_radius(Particles<HostSpace> const& p) {
@@ -177,7 +165,7 @@ TEST(InitialConditions, BadKindNameListsTheValidKinds) {
 TEST(InitialConditions, InvalidOptionsAreNamed) {
   ICOptions options;
   options.n_total = 0;
-  EXPECT_THROW(kfmm::generate_initial_conditions(options, 0, 1, identity), kfmm::Error);
+  EXPECT_THROW(kfmm::generate_initial_conditions(options, 0, 1, single_rank_sums), kfmm::Error);
   options = ICOptions{};
   options.kind = ICKind::Plummer;
   options.truncation_radius = -1;
@@ -190,7 +178,7 @@ TEST(InitialConditions, InvalidOptionsAreNamed) {
   options.truncation_radius = 100;
   options.n_total = std::uint64_t(1) << 40;
   EXPECT_THROW(options.validate(), kfmm::Error);
-  EXPECT_THROW(kfmm::generate_initial_conditions(ICOptions{}, 3, 3, identity), kfmm::Error);
+  EXPECT_THROW(kfmm::generate_initial_conditions(ICOptions{}, 3, 3, single_rank_sums), kfmm::Error);
 }
 
 // ---- every kind -------------------------------------------------------------------------------
@@ -232,7 +220,7 @@ TEST_P(EveryKind, SlicesOfAnyRankCountConcatenateToTheOneRankSet) {
   ICOptions options;
   options.kind = GetParam();
   options.n_total = 613;
-  auto const whole = kfmm::generate_initial_conditions(options, 0, 1, identity);
+  auto const whole = kfmm::generate_initial_conditions(options, 0, 1, single_rank_sums);
   for (int nranks = 1; nranks <= 5; ++nranks) {
     std::size_t next = 0;
     for (int rank = 0; rank < nranks; ++rank) {
@@ -274,7 +262,7 @@ TEST(InitialConditions, UniformFillsTheUnitCubeAtRest) {
 TEST(InitialConditions, ClumpParticlesScatterByOneAroundTheirClumps) {
   ICOptions options;
   options.n_total = 20000;
-  auto const p = kfmm::generate_initial_conditions(options, 0, 1, identity);
+  auto const p = kfmm::generate_initial_conditions(options, 0, 1, single_rank_sums);
   auto const clumps = kfmm::gaussian_clumps(options);
   ASSERT_EQ(clumps.size(), 20u);
 
@@ -315,7 +303,7 @@ TEST(InitialConditions, PlummerIsCentredVirialisedAndHasItsHalfMassRadius) {
   ICOptions options;
   options.kind = ICKind::Plummer;
   options.n_total = 4000;
-  auto const p = kfmm::generate_initial_conditions(options, 0, 1, identity);
+  auto const p = kfmm::generate_initial_conditions(options, 0, 1, single_rank_sums);
   EXPECT_LT(centre_of_mass_norm(p, p.pos), 1e-10);
   EXPECT_LT(centre_of_mass_norm(p, p.vel), 1e-10);
   for (std::size_t i = 0; i < p.num; ++i) ASSERT_LE(radius(p, i), options.truncation_radius * 1.001);
@@ -327,14 +315,14 @@ TEST(InitialConditions, PlummerIsCentredVirialisedAndHasItsHalfMassRadius) {
   options.n_total = 40000;
   double const half = 0.5 * std::pow(1 + 1e-4, -1.5);
   double const expected = 1 / std::sqrt(std::pow(half, -2.0 / 3.0) - 1);
-  EXPECT_NEAR(median_radius(kfmm::generate_initial_conditions(options, 0, 1, identity)) / expected, 1.0, 0.05);
+  EXPECT_NEAR(median_radius(kfmm::generate_initial_conditions(options, 0, 1, single_rank_sums)) / expected, 1.0, 0.05);
 }
 
 TEST(InitialConditions, HernquistIsCentredVirialisedAndHasItsHalfMassRadius) {
   ICOptions options;
   options.kind = ICKind::Hernquist;
   options.n_total = 4000;
-  auto const p = kfmm::generate_initial_conditions(options, 0, 1, identity);
+  auto const p = kfmm::generate_initial_conditions(options, 0, 1, single_rank_sums);
   EXPECT_LT(centre_of_mass_norm(p, p.pos), 1e-10);
   EXPECT_LT(centre_of_mass_norm(p, p.vel), 1e-10);
   for (std::size_t i = 0; i < p.num; ++i) ASSERT_LE(radius(p, i), options.truncation_radius * 1.001);
@@ -345,7 +333,7 @@ TEST(InitialConditions, HernquistIsCentredVirialisedAndHasItsHalfMassRadius) {
   options.n_total = 40000;
   double const root = std::sqrt(0.5) * (100.0 / 101.0);
   double const expected = root / (1 - root);
-  EXPECT_NEAR(median_radius(kfmm::generate_initial_conditions(options, 0, 1, identity)) / expected, 1.0, 0.07);
+  EXPECT_NEAR(median_radius(kfmm::generate_initial_conditions(options, 0, 1, single_rank_sums)) / expected, 1.0, 0.07);
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <initial_conditions_checks.hpp>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -15,14 +17,15 @@
 
 namespace {
 
+using kfmm::test_support::single_rank_sums;
+using kfmm::test_support::virial_ratio;
+
 using kfmm::HostSpace;
 using kfmm::ICKind;
 using kfmm::ICOptions;
 using kfmm::Particles;
 using Field = kfmm::Vec3View<double, HostSpace>;
 using Point = std::array<double, 3>;
-
-void identity(std::int64_t*, int) {}
 
 ICOptions options_for(ICKind kind, std::uint64_t n) {
   ICOptions options;
@@ -32,7 +35,7 @@ ICOptions options_for(ICKind kind, std::uint64_t n) {
 }
 
 Particles<HostSpace> generate(ICOptions const& options) {
-  return kfmm::generate_initial_conditions(options, 0, 1, identity);
+  return kfmm::generate_initial_conditions(options, 0, 1, single_rank_sums);
 }
 
 double distance(Particles<HostSpace> const& p, std::size_t i, Point const& centre) {
@@ -90,20 +93,6 @@ double fraction_within(Particles<HostSpace> const& p, std::size_t begin, std::si
 void expect_binomial(double measured, double expected, std::size_t count, std::string const& what) {
   double const deviation = std::sqrt(expected * (1 - expected) / double(count));
   EXPECT_NEAR(measured, expected, 4 * deviation) << what;
-}
-
-/// 2K/|W| with W = −Σ_{i<j} m_i m_j / r_ij (G = 1, no softening).
-double virial_ratio(Particles<HostSpace> const& p) {
-  double kinetic = 0, potential = 0;
-  for (std::size_t i = 0; i < p.num; ++i) {
-    kinetic += 0.5 * p.mass(i) * (p.vel(i, 0) * p.vel(i, 0) + p.vel(i, 1) * p.vel(i, 1) + p.vel(i, 2) * p.vel(i, 2));
-    for (std::size_t j = i + 1; j < p.num; ++j) {
-      double r2 = 0;
-      for (int c = 0; c < 3; ++c) r2 += (p.pos(i, c) - p.pos(j, c)) * (p.pos(i, c) - p.pos(j, c));
-      potential -= p.mass(i) * p.mass(j) / std::sqrt(r2);
-    }
-  }
-  return 2 * kinetic / std::fabs(potential);
 }
 
 // ---- nfw -----------------------------------------------------------------------------------------

@@ -54,9 +54,9 @@ class Watchdog {
 };
 
 // (fault point, the failing rank counted from the last (0) or the first (1), opening criterion)
-using Case = std::tuple<char const*, int, OpeningCriterion>;
+using FailureCase = std::tuple<char const*, int, OpeningCriterion>;
 
-class FailureAgreementTest : public testing::TestWithParam<Case> {
+class FailureAgreementTest : public testing::TestWithParam<FailureCase> {
  protected:
   Context world;
 
@@ -157,7 +157,7 @@ TEST_P(FailureAgreementTest, ActiveCallEveryRankThrowsAndTheSolverRecovers) {
   EXPECT_EQ(differ, 0u) << "rank " << world.rank() << ": active forces after the failure differ";
 }
 
-std::string case_name(testing::TestParamInfo<Case> const& info) {
+std::string case_name(testing::TestParamInfo<FailureCase> const& info) {
   std::string name = std::get<0>(info.param);
   for (char& c : name)
     if (c == '.') c = '_';

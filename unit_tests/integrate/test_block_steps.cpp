@@ -18,7 +18,7 @@ namespace {
 using kfmm::SimulationEvent;
 using kfmm::SimulationState;
 
-constexpr double pi = 3.141592653589793;
+constexpr double pi_block = 3.141592653589793;
 
 template <class Body>
 std::string error_of(Body&& body) {
@@ -175,9 +175,9 @@ TEST(BlockSteps, EccentricKeplerOrbitKeepsEnergyAndPeriod) {
   config.fmm.softening_length = 5e-4;  // ε of the step criterion (a single particle has no self-force)
   config.schedule.mode = kfmm::StepMode::Hierarchical;
   config.schedule.eta = 0.025;
-  config.schedule.dt_max = 2 * pi / 64;
+  config.schedule.dt_max = 2 * pi_block / 64;
   config.schedule.max_rungs = 16;
-  config.schedule.output_times = {pi, 2 * pi};
+  config.schedule.output_times = {pi_block, 2 * pi_block};
   auto const forces = kfmm::direct_active_forces(context, kfmm::SofteningKind::Plummer, 0.0, 1.0);
 
   SimulationState state;
@@ -228,7 +228,7 @@ kfmm::ForceFunction all_active(kfmm::ActiveForceFunction const& active) {
   };
 }
 
-kfmm::Particles<kfmm::HostSpace> plummer(kfmm::Context const& context, std::uint64_t n, std::uint64_t seed = 7) {
+kfmm::Particles<kfmm::HostSpace> plummer_host(kfmm::Context const& context, std::uint64_t n, std::uint64_t seed = 7) {
   kfmm::ICOptions options;
   options.kind = kfmm::ICKind::Plummer;
   options.n_total = n;
@@ -260,7 +260,7 @@ std::size_t differing(kfmm::Particles<kfmm::HostSpace> const& a, kfmm::Particles
 // forces, so the same bits (in an external field with an integrated centre too).
 TEST(BlockSteps, OneRungIsTheGlobalStepKDKBitForBit) {
   kfmm::Context context;
-  auto const initial = plummer(context, 300);
+  auto const initial = plummer_host(context, 300);
   auto const active = kfmm::direct_active_forces(context, kfmm::SofteningKind::Plummer, 0.05, 1.0);
   kfmm::SimulationConfig global;
   global.integrator = kfmm::IntegratorKind::KDK;
@@ -362,7 +362,7 @@ TEST(BlockSteps, SameRunOnOneRankAndOnAll) {
         for (std::size_t r = 0; r < steps.size(); ++r) steps[r] += state.last_block.steps_per_rung[r];
     };
     SimulationState state;
-    state.particles = kfmm::to_device(plummer(context, 400));
+    state.particles = kfmm::to_device(plummer_host(context, 400));
     EXPECT_EQ(kfmm::simulate(context, state, config, {}, observer, forces), kfmm::SimulationStatus::Finished);
     return Result{by_id(context, state.particles), steps, state.diagnostics.total};
   };
@@ -430,7 +430,7 @@ std::array<double, 3> lagrangian_radii(kfmm::Context const& context, kfmm::Parti
 /// over 5 crossing times with block steps: energy within 1e-4, Lagrangian radii within `tolerance`.
 void plummer_in_equilibrium(std::uint64_t n, double tolerance, double eps, double eta, double dt_max) {
   kfmm::Context context;
-  auto particles = kfmm::to_device(plummer(context, n, 11));
+  auto particles = kfmm::to_device(plummer_host(context, n, 11));
   kfmm::SimulationConfig config;
   config.integrator = kfmm::IntegratorKind::KDK;
   config.fmm.softening_length = eps;
@@ -439,7 +439,7 @@ void plummer_in_equilibrium(std::uint64_t n, double tolerance, double eps, doubl
   config.schedule.eta = eta;
   config.schedule.dt_max = dt_max;
   config.schedule.max_rungs = 12;
-  double const crossing = std::pow(32 / (3 * pi), 1.5);
+  double const crossing = std::pow(32 / (3 * pi_block), 1.5);
   config.schedule.output_times = {5 * crossing};
   auto const forces = kfmm::direct_active_forces(context, kfmm::SofteningKind::Plummer, eps, 1.0);
   auto const before = lagrangian_radii(context, particles);

@@ -91,7 +91,7 @@ TEST(ModelPlacement, IdentityLeavesTheModelAlone) {
   }
 }
 
-std::string error_of(kfmm::ModelPlacement const& placement, double G = 1) {
+std::string placement_error(kfmm::ModelPlacement const& placement, double G = 1) {
   auto particles = plummer(10);
   try {
     kfmm::place_model(particles, placement, G);
@@ -106,17 +106,17 @@ TEST(ModelPlacement, BadValuesAreErrorsNamingThem) {
   double const nan = std::numeric_limits<double>::quiet_NaN();
   kfmm::ModelPlacement p;
   p.mass = 0;
-  EXPECT_NE(error_of(p).find("mass = 0 must be finite and > 0"), std::string::npos) << error_of(p);
+  EXPECT_NE(placement_error(p).find("mass = 0 must be finite and > 0"), std::string::npos) << placement_error(p);
   p = {};
   p.scale_radius = -1;
-  EXPECT_NE(error_of(p).find("scale_radius = -1 must be finite and > 0"), std::string::npos) << error_of(p);
+  EXPECT_NE(placement_error(p).find("scale_radius = -1 must be finite and > 0"), std::string::npos) << placement_error(p);
   p = {};
   p.position[1] = nan;
-  EXPECT_NE(error_of(p).find("position[1] = nan must be finite"), std::string::npos) << error_of(p);
+  EXPECT_NE(placement_error(p).find("position[1] = nan must be finite"), std::string::npos) << placement_error(p);
   p = {};
   p.velocity[2] = std::numeric_limits<double>::infinity();
-  EXPECT_NE(error_of(p).find("velocity[2] = inf must be finite"), std::string::npos) << error_of(p);
-  EXPECT_NE(error_of({}, 0.0).find("G = 0 must be finite and > 0"), std::string::npos);
+  EXPECT_NE(placement_error(p).find("velocity[2] = inf must be finite"), std::string::npos) << placement_error(p);
+  EXPECT_NE(placement_error({}, 0.0).find("G = 0 must be finite and > 0"), std::string::npos);
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 # (the documented boundary of fuzz_particle_file_bytes) or a kfmm bug. The first report is
 # the one a CI fuzz run of 2026-12-04 produced: heap metadata found corrupt when libhdf5 freed
 # its cache, reported from the sanitizer runtime's own objects, which the classifier took for
-# the first frame and so failed the stage on libhdf5's crash.
+# the first frame and so failed the stage on libhdf5's crash. The fourth is from the CI run of
+# 2026-12-06: a SEGV in glibc's memcpy named by its source file (glibc's debug information was
+# installed), not by libc.so, so the classifier stopped at it and failed the stage.
 set -u
 source "$1/scripts/fuzz_first_frame.sh"
 binary=/build-fuzz/fuzz_tests/fuzz_particle_file_bytes
@@ -42,5 +44,28 @@ cat >"$work/interceptor.log" <<LOG
     #2 0x7f0000001000 in kfmm::read_particles(kfmm::Context const&) /src/io/particle_file.cpp:910:16
 LOG
 expect "an interceptor called from libhdf5" 'libhdf5' "$work/interceptor.log"
+
+cat >"$work/libc_source_frame.log" <<LOG
+==14729== ERROR: libFuzzer: deadly signal
+    #0 0x55c88393af41 in __sanitizer_print_stack_trace ($binary+0xf0f41) (BuildId: 94ec4d7b)
+    #1 0x55c8838ad898 in fuzzer::PrintStackTrace() ($binary+0x63898) (BuildId: 94ec4d7b)
+    #2 0x55c883893163 in fuzzer::Fuzzer::CrashCallback() ($binary+0x49163) (BuildId: 94ec4d7b)
+    #3 0x7f481e5f804f  (/lib/x86_64-linux-gnu/libc.so.6+0x3c04f) (BuildId: 93ac61ec)
+    #4 0x7f481e72986f in __memcpy_avx512_unaligned_erms string/../sysdeps/x86_64/multiarch/memmove-vec-unaligned-erms.S:333
+    #5 0x55c8838c83d7 in __interceptor_memcpy ($binary+0x7e3d7) (BuildId: 94ec4d7b)
+    #6 0x7f481f2c3f5a in H5VM_memcpyvv (/lib/x86_64-linux-gnu/libhdf5_openmpi.so.103+0x2c3f5a) (BuildId: 817a0eaf)
+    #7 0x7f481f0b8dd6  (/lib/x86_64-linux-gnu/libhdf5_openmpi.so.103+0xb8dd6) (BuildId: 817a0eaf)
+    #13 0x7f4820805a7b in kfmm::(anonymous namespace)::read_rows(long) /check/work/main/io/particle_file.cpp:573:9
+    #25 0x7f481e5e3249 in __libc_start_call_main csu/../sysdeps/nptl/libc_start_call_main.h:58:16
+LOG
+expect "glibc's memcpy named by its source file, called from libhdf5" 'libhdf5' "$work/libc_source_frame.log"
+
+cat >"$work/kfmm_under_libc.log" <<LOG
+==1234==ERROR: AddressSanitizer: SEGV on unknown address 0x000000000000
+    #0 0x7f481e72986f in __memcpy_avx512_unaligned_erms string/../sysdeps/x86_64/multiarch/memmove-vec-unaligned-erms.S:333
+    #1 0x7f0000001000 in kfmm::read_particles(kfmm::Context const&) /src/io/particle_file.cpp:910:16
+    #2 0x7f0000002000 in H5Dread (/lib/x86_64-linux-gnu/libhdf5_openmpi.so.103+0x1000)
+LOG
+expect "kfmm's own code under glibc's memcpy" 'particle_file.cpp' "$work/kfmm_under_libc.log"
 
 [ "$failures" -eq 0 ]
