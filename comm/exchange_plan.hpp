@@ -89,6 +89,14 @@ Kokkos::View<char*, Space> reusable_buffer(int which, std::size_t bytes) {
   return buffer;
 }
 
+/// Frees slot 0 and 1 of `Space`; the next request allocates what it needs.
+template <class Space>
+void release_reusable_buffers() {
+  auto& scratch = session_scratch<ReusableBuffers<Space>>();
+  scratch.buffers[0] = Kokkos::View<char*, Space>();
+  scratch.buffers[1] = Kokkos::View<char*, Space>();
+}
+
 /// `count` elements of type T at the start of a reusable byte buffer.
 template <class T, class Space>
 Kokkos::View<T*, Space, Kokkos::MemoryUnmanaged> typed_buffer(int which, std::size_t count) {
@@ -159,6 +167,16 @@ int aliasing(A const& a, B const& b) {
 }
 
 }  // namespace detail
+
+/// \brief Frees the byte buffers every exchange reuses (device and host staging): after an
+/// exchange far larger than the ones that follow (a first decomposition of particles in file
+/// order moves most of them), so that its buffers are not held for the rest of the run. The next
+/// exchange allocates what it needs. Not while an exchange is under way.
+template <class Memory = MemorySpace>
+void release_exchange_buffers() {
+  detail::release_reusable_buffers<Memory>();
+  detail::release_reusable_buffers<compat::StagingSpace>();
+}
 
 /// \brief Who sends which elements to whom, computed once and reused for every payload.
 ///

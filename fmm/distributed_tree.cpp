@@ -580,6 +580,13 @@ void DistributedTree::decompose(ExecutionSpace const& space, Context const& cont
                            particles.mass, particles.id);
   particles.num = imported;
   std::swap(keys, import_keys_);
+  // A call that moved a large share of the particles (the first, on particles in file order)
+  // leaves exchange buffers of about a hundred bytes per particle, which later steps, moving a
+  // few percent, never need again: released (the next exchanges allocate their own size).
+  int const self = context.rank();
+  std::size_t const sent = plan.num_export() - plan.export_counts()[self];
+  std::size_t const received = imported - plan.import_counts()[self];
+  if (4 * std::max(sent, received) > std::max(n, imported)) release_exchange_buffers<MemorySpace>();
   decomposition_partners_ = plan.counts_only();
   bytes_sent_ = plan.bytes_sent();
   bytes_received_ = plan.bytes_received();

@@ -21,7 +21,7 @@ using Memory = kfmm::MemorySpace;
 using Log = std::vector<std::pair<std::string, std::uint64_t>>;
 
 // Allocations that belong to another part: the growth of the particles' capacity
-// (Particles::reserve grows by half when a rank receives more than it holds, so it settles
+// (Particles::reserve grows by an eighth when a rank receives more than it holds, so it settles
 // after a few steps but is not bounded by a fixed count). The plans' export orders are counted:
 // they are lent from export_order_pool().
 bool counted(std::string const& label) { return label.rfind("kfmm::particles::", 0) != 0; }

@@ -2,13 +2,16 @@
 // keeps its Views between calls and grows them with slack, so after the first calls (which size
 // them) a step allocates nothing, counted through Kokkos' allocation callbacks.
 #include "drifting_clumps.hpp"
+#include <kfmm/comm/exchange_plan.hpp>
 #include <kfmm/core/memory_usage.hpp>
 #include <kfmm/fmm/expansion_pass.hpp>
 #include <kfmm/fmm/solver.hpp>
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -98,6 +101,40 @@ TEST_F(StepAllocationsTest, RelativeCriterionAllocatesNothingAfterTheSecondStep)
   ForceSolver solver(world, config);
   auto const per_step = allocations_per_step(particles, 6, [&] { solver.compute(particles); });
   expect_no_allocations_after(per_step, 2);
+}
+
+// A first call on particles in generation order (every rank's slice spread over the whole
+// volume) moves most of them: the decomposition's exchange buffers (send and receive slots, at
+// least 72 B per row) are released after it, and what the call's later exchanges (near-field and
+// multipole imports) grow them to stays below that. Before, the buffers kept at least their
+// first-call size for the rest of the run (about a hundred bytes per particle).
+TEST_F(StepAllocationsTest, AFirstCallOnScatteredParticlesReleasesItsExchangeBuffers) {
+  if (world.size() == 1) GTEST_SKIP() << "one rank exchanges nothing";
+  auto particles = test::clumps(world, 80000, 5);
+  auto const ids_of = [](Particles<MemorySpace> const& p) {
+    auto const host = to_host(p);
+    std::vector<std::uint64_t> ids(host.id.data(), host.id.data() + host.num);
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  };
+  std::vector<std::uint64_t> const before = ids_of(particles);
+  release_exchange_buffers();  // earlier tests of this process may have grown them
+  MemoryAccounting accounting;
+  ForceSolver solver(world, FMMConfig{});
+  solver.compute(particles);
+  std::uint64_t buffers = 0;
+  for (auto const& [label, bytes] : accounting.current_by_label())
+    if (label == "kfmm::exchange_plan::buffer") buffers += bytes;
+  std::vector<std::uint64_t> const after = ids_of(particles);
+  std::vector<std::uint64_t> stayed;
+  std::set_intersection(before.begin(), before.end(), after.begin(), after.end(), std::back_inserter(stayed));
+  std::size_t const sent = before.size() - stayed.size(), received = after.size() - stayed.size();
+  std::uint64_t const decomposition_bytes = 72 * (sent + received);
+  std::printf("rank %d of %d: %zu rows sent, %zu received (≥ %llu bytes of buffers), buffers %llu bytes after\n",
+              world.rank(), world.size(), sent, received, static_cast<unsigned long long>(decomposition_bytes),
+              static_cast<unsigned long long>(buffers));
+  EXPECT_GT(sent, before.size() / 4) << "the first call must move most particles (the test's premise)";
+  EXPECT_LT(buffers, decomposition_bytes) << "rank " << world.rank();
 }
 
 // The expansion pass's multipoles and locals keep room for half as many nodes again, so a node
