@@ -17,9 +17,11 @@ namespace kfmm {
 /// within a segment every target appears at most once, so a kernel may run over the groups
 /// of a segment in parallel and over segments in order: no atomics, fixed summation order.
 struct PairLists {
-  ScalarView<int> target;
-  ScalarView<int> offset;
-  ScalarView<int> source;
+  // Labelled: the lists grow by their own label, and a per-label memory report
+  // (MemoryAccounting::current_by_label) should name them.
+  ScalarView<int> target{std::string("kfmm::pairs::target"), 0};
+  ScalarView<int> offset{std::string("kfmm::pairs::offset"), 0};
+  ScalarView<int> source{std::string("kfmm::pairs::source"), 0};
   std::vector<int> segment_begin;  ///< groups of segment s: [segment_begin[s], segment_begin[s+1])
   int num_groups = 0;
   int num_entries = 0;
@@ -121,8 +123,9 @@ class DualTreeWalk {
   ScalarView<double> candidate_value_;
   /// relative criterion: per source node, C(p+1, n) T_n of the error estimate (n = 0 … p+1),
   /// filled for the nodes a level tests, once per walk (`coefficient_ready_`)
-  Kokkos::View<double* [10], Kokkos::LayoutRight, MemorySpace> coefficient_;  // p + 2 ≤ 10 terms
-  ScalarView<int> coefficient_ready_;
+  Kokkos::View<double* [10], Kokkos::LayoutRight, MemorySpace> coefficient_{std::string("kfmm::walk::coefficient"),
+                                                                             0};  // p + 2 ≤ 10 terms
+  ScalarView<int> coefficient_ready_{std::string("kfmm::walk::coefficient_ready"), 0};
   long long index_limit_ = index_limit_from_environment();
 };
 
