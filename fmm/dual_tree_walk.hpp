@@ -122,9 +122,8 @@ class DualTreeWalk {
   /// count pass), kept only within one target's count.
   ScalarView<double> candidate_value_;
   /// relative criterion: per source node, C(p+1, n) T_n of the error estimate (n = 0 … p+1),
-  /// filled for the nodes a level tests, once per walk (`coefficient_ready_`)
-  Kokkos::View<double* [10], Kokkos::LayoutRight, MemorySpace> coefficient_{std::string("kfmm::walk::coefficient"),
-                                                                             0};  // p + 2 ≤ 10 terms
+  /// filled for the nodes a level tests, once per walk (`coefficient_ready_`); p + 2 ≤ 10 terms
+  Kokkos::View<double* [10], Kokkos::LayoutRight, MemorySpace> coefficient_{std::string("kfmm::walk::coefficient"), 0};
   ScalarView<int> coefficient_ready_{std::string("kfmm::walk::coefficient_ready"), 0};
   long long index_limit_ = index_limit_from_environment();
 };
