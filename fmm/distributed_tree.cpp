@@ -586,7 +586,7 @@ void DistributedTree::decompose(ExecutionSpace const& space, Context const& cont
   int const self = context.rank();
   std::size_t const sent = plan.num_export() - plan.export_counts()[self];
   std::size_t const received = imported - plan.import_counts()[self];
-  if (4 * std::max(sent, received) > std::max(n, imported)) release_exchange_buffers<MemorySpace>();
+  if (4 * std::max(sent, received) > std::max(n, imported)) release_exchange_buffers();
   decomposition_partners_ = plan.counts_only();
   bytes_sent_ = plan.bytes_sent();
   bytes_received_ = plan.bytes_received();

@@ -7,34 +7,22 @@
 
 #include <gtest/gtest.h>
 
+#include <initial_conditions_checks.hpp>
+
 #include <cmath>
 #include <limits>
 #include <string>
 
 namespace {
 
+using kfmm::test_support::virial_ratio;
+
 kfmm::Particles<kfmm::HostSpace> plummer(std::uint64_t n) {
   kfmm::ICOptions options;
   options.kind = kfmm::ICKind::Plummer;
   options.n_total = n;
   options.truncation_radius = 20;
-  return kfmm::generate_initial_conditions(options, 0, 1, [](std::int64_t*, int) {});
-}
-
-/// 2K/|W| by direct summation (no softening).
-double virial_ratio(kfmm::Particles<kfmm::HostSpace> const& p, double G) {
-  double kinetic = 0, potential = 0;
-  for (std::size_t i = 0; i < p.num; ++i) {
-    double v2 = 0;
-    for (int d = 0; d < 3; ++d) v2 += p.vel(i, d) * p.vel(i, d);
-    kinetic += 0.5 * p.mass(i) * v2;
-    for (std::size_t j = i + 1; j < p.num; ++j) {
-      double r2 = 0;
-      for (int d = 0; d < 3; ++d) r2 += (p.pos(i, d) - p.pos(j, d)) * (p.pos(i, d) - p.pos(j, d));
-      potential -= G * p.mass(i) * p.mass(j) / std::sqrt(r2);
-    }
-  }
-  return 2 * kinetic / -potential;
+  return kfmm::generate_initial_conditions(options, 0, 1, kfmm::test_support::single_rank_sums);
 }
 
 TEST(ModelPlacement, ScaledPlummerSphereKeepsItsVirialRatioAndMovesToItsOrbit) {
