@@ -1,4 +1,5 @@
 #include <kfmm/comm/exchange_plan.hpp>
+#include <kfmm/comm/global_bounds.hpp>
 #include <kfmm/core/fault_injection.hpp>
 #include <kfmm/core/hilbert.hpp>
 #include <kfmm/core/host_device_bytes.hpp>
@@ -1120,11 +1121,9 @@ class ForceSolver::Impl {
   }
 
   BoundingCube global_cube(Particles<MemorySpace> const& particles) {
-    double lo[3], hi[3];
-    compute_bounds(space_, particles.pos, particles.num, lo, hi);
     double glo[3], ghi[3];
-    MPI_Allreduce(lo, glo, 3, MPI_DOUBLE, MPI_MIN, context_.comm());
-    MPI_Allreduce(hi, ghi, 3, MPI_DOUBLE, MPI_MAX, context_.comm());
+    compute_bounds(space_, particles.pos, particles.num, glo, ghi);
+    allreduce_bounds(context_, glo, ghi);
     if (!(glo[0] <= ghi[0])) {  // no particle anywhere
       for (int k = 0; k < 3; ++k) glo[k] = ghi[k] = 0;
     }

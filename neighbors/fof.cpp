@@ -1,5 +1,6 @@
 #include <kfmm/neighbors/fof.hpp>
 
+#include <kfmm/comm/global_bounds.hpp>
 #include <kfmm/core/binary_search.hpp>
 #include <kfmm/core/error.hpp>
 #include <kfmm/core/hilbert.hpp>
@@ -416,8 +417,7 @@ void global_bounds(Context const& context, Particles<> const& particles, double 
       },
       bad);
   compute_bounds(space, pos, particles.num, lo, hi);
-  MPI_Allreduce(MPI_IN_PLACE, lo, 3, MPI_DOUBLE, MPI_MIN, context.comm());
-  MPI_Allreduce(MPI_IN_PLACE, hi, 3, MPI_DOUBLE, MPI_MAX, context.comm());
+  allreduce_bounds(context, lo, hi);
   MPI_Allreduce(&bad, &non_finite, 1, MPI_UINT64_T, MPI_SUM, context.comm());
 }
 

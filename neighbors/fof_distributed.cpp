@@ -6,6 +6,7 @@
 // changes anywhere.
 #include <kfmm/comm/decomposition.hpp>
 #include <kfmm/comm/exchange_plan.hpp>
+#include <kfmm/comm/global_bounds.hpp>
 #include <kfmm/core/binary_search.hpp>
 #include <kfmm/core/error.hpp>
 #include <kfmm/core/hilbert.hpp>
@@ -94,8 +95,7 @@ void fof_distributed(Context const& context, Particles<> const& particles, doubl
   if (box_size <= 0) {
     double lo[3], hi[3];
     compute_bounds(space, work.pos, n, lo, hi);
-    MPI_Allreduce(MPI_IN_PLACE, lo, 3, MPI_DOUBLE, MPI_MIN, context.comm());
-    MPI_Allreduce(MPI_IN_PLACE, hi, 3, MPI_DOUBLE, MPI_MAX, context.comm());
+    allreduce_bounds(context, lo, hi);
     cube = cube_from_bounds(lo, hi);
   }
   ExchangePlan<MemorySpace> decomposition;
