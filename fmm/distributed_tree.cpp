@@ -3,6 +3,7 @@
 #include <kfmm/core/binary_search.hpp>
 #include <kfmm/core/error.hpp>
 #include <kfmm/core/fault_injection.hpp>
+#include <kfmm/core/float_pairs.hpp>
 #include <kfmm/core/host_device_bytes.hpp>
 #include <kfmm/core/view_growth.hpp>
 #include <kfmm/fmm/distributed_tree.hpp>
@@ -211,7 +212,7 @@ Offset count_answers(ExecutionSpace const& space, NodeCodes const& asked, int nu
 // Node records in transit: code, geometry and multipole coefficients.
 struct DistributedTree::Records {
   std::vector<std::uint64_t> codes;
-  std::vector<double> doubles;  // per record: geometry_doubles, then the coefficients
+  std::vector<double> doubles;  // per record: geometry_doubles, then the coefficient columns
   int per_record = 0;
   std::size_t size() const { return codes.size(); }
 };
@@ -221,6 +222,13 @@ namespace {
 // Columns of a node row (detail::NodeRows) after the geometry and the coefficients: the code's
 // high and low 32 bits, then the requester's node.
 constexpr int address_columns = 3;
+
+// Columns of a node row that hold the coefficients: a float pass's travel two to a double
+// (core/float_pairs.hpp), at their own precision in half the bytes; a double pass's one each.
+int coefficient_columns(ExpansionPass const& pass) {
+  int const coefficients = pass.coefficients_per_node();
+  return pass.float_coefficients() ? (coefficients + 1) / 2 : coefficients;
+}
 
 template <class Rows>
 KOKKOS_INLINE_FUNCTION std::uint64_t row_code(Rows const& rows, int i, int address) {
@@ -233,7 +241,8 @@ void DistributedTree::pack_node_rows(ExecutionSpace const& space, Tree<> const& 
                                      ExpansionPass const& pass, ScalarView<int> const& list, int count,
                                      ScalarView<std::uint64_t> const& parents) {
   int const coefficients = pass.coefficients_per_node();
-  int const address = geometry_doubles + coefficients;
+  bool const paired = pass.float_coefficients();
+  int const address = geometry_doubles + coefficient_columns(pass);
   grow_work(packed_rows_, count, address + address_columns);
   if (count == 0) return;
   grow_work(coefficients_, count, coefficients);
@@ -258,7 +267,13 @@ void DistributedTree::pack_node_rows(ExecutionSpace const& space, Tree<> const& 
         packed(i, 5) = scale(node);
         packed(i, 6) = double(flags(node) & node_leaf);
         packed(i, 7) = powered ? power_radius(node) : 0.0;
-        for (int c = 0; c < coefficients; ++c) packed(i, geometry_doubles + c) = coefficient_view(i, c);
+        if (paired)  // the doubles hold floats exactly
+          for (int c = 0; 2 * c < coefficients; ++c)
+            packed(i, geometry_doubles + c) =
+                pack_float_pair(float(coefficient_view(i, 2 * c)),
+                                2 * c + 1 < coefficients ? float(coefficient_view(i, 2 * c + 1)) : 0.0f);
+        else
+          for (int c = 0; c < coefficients; ++c) packed(i, geometry_doubles + c) = coefficient_view(i, c);
         packed(i, address) = double(code(node) >> 32);
         packed(i, address + 1) = double(code(node) & 0xffffffffu);
         packed(i, address + 2) = addressed ? double(parents(i)) : 0.0;
@@ -270,7 +285,7 @@ DistributedTree::Records DistributedTree::pack_nodes(ExecutionSpace const& space
                                                      std::vector<int> const& nodes) {
   // Host records for the top tree (a few nodes per rank); the walk's imports stay on the device.
   Records records;
-  records.per_record = geometry_doubles + pass.coefficients_per_node();
+  records.per_record = geometry_doubles + coefficient_columns(pass);
   int const count = static_cast<int>(nodes.size());
   if (count == 0) return records;
   pack_node_rows(space, tree, geometry, pass, upload(space, nodes, pack_list_), count, {});
@@ -334,7 +349,8 @@ int DistributedTree::append_node_rows(ExecutionSpace const& space, NodeRows cons
   auto flags = geometry.flags;
   auto power_radius = geometry.power_radius;
   int const coefficient_count = pass.coefficients_per_node();
-  int const address = geometry_doubles + coefficient_count;
+  bool const paired = pass.float_coefficients();
+  int const address = geometry_doubles + coefficient_columns(pass);
   grow_work(coefficients_, count, coefficient_count);
   auto const coefficients = coefficients_;
   Kokkos::parallel_for(
@@ -350,7 +366,9 @@ int DistributedTree::append_node_rows(ExecutionSpace const& space, NodeRows cons
         bool const leaf = rows(i, 6) != 0.0;
         flags(node) = node_remote | (leaf ? node_leaf : flags_inner);
         if (powered) power_radius(node) = rows(i, 7);
-        for (int c = 0; c < coefficient_count; ++c) coefficients(i, c) = rows(i, geometry_doubles + c);
+        for (int c = 0; c < coefficient_count; ++c)
+          coefficients(i, c) = paired ? double(unpack_float(rows(i, geometry_doubles + c / 2), c % 2 == 1))
+                                      : rows(i, geometry_doubles + c);
       });
   pass.set_multipoles(space, first, count, coefficients);
   tree.num_nodes = static_cast<int>(total);

@@ -31,8 +31,9 @@ namespace kfmm {
 namespace detail {
 /// Node requests in transit: the node's code and the requester's node index (0 where none).
 using NodeCodes = Kokkos::View<std::uint64_t* [2], MemorySpace>;
-/// Node records in transit, one row each: geometry, multipole coefficients, then the node's
-/// code (two 32-bit halves) and the requester's node index, all exact in doubles. LayoutRight:
+/// Node records in transit, one row each: geometry, multipole coefficients (a float pass's two
+/// to a double, core/float_pairs.hpp), then the node's code (two 32-bit halves) and the
+/// requester's node index, all exact. LayoutRight:
 /// the first rows of a longer View are contiguous (what goes to the host is one copy).
 using NodeRows = Kokkos::View<double**, Kokkos::LayoutRight, MemorySpace>;
 /// Leaf particles in transit: the requester's leaf, x, y, z, m.

@@ -34,8 +34,11 @@ class ExpansionPass {
   virtual void upward_nodes(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
                             ScalarView<int> const& nodes, int count) = 0;
   /// Multipoles of `count` nodes starting at `first` as raw coefficients (for export to other
-  /// ranks) / setting them from imported coefficients. Coefficients are doubles in transit.
+  /// ranks) / setting them from imported coefficients. Coefficients are doubles in these Views;
+  /// float_coefficients() says whether they hold floats (exactly), which rows between ranks
+  /// then carry two to a double (core/float_pairs.hpp).
   virtual int coefficients_per_node() const = 0;
+  virtual bool float_coefficients() const = 0;
   virtual void get_multipoles(ExecutionSpace const& space, ScalarView<int> const& nodes, int count,
                               Kokkos::View<double**, MemorySpace> const& out) const = 0;
   virtual void set_multipoles(ExecutionSpace const& space, int first, int count,

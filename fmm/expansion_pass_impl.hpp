@@ -11,6 +11,8 @@
 #include <kfmm/fmm/multipole_power.hpp>
 #include <kfmm/fmm/p2p.hpp>
 
+#include <type_traits>
+
 namespace kfmm::detail {
 
 /// The particles of a leaf in order: particle k is k (P2M).
@@ -98,6 +100,7 @@ class ExpansionPassImpl final : public ExpansionPass {
       : h_(static_cast<Real>(kind == SofteningKind::Spline ? 2.8 * softening_length : softening_length)) {}
 
   int coefficients_per_node() const override { return N; }
+  bool float_coefficients() const override { return std::is_same<Real, float>::value; }
 
   void reserve_nodes(std::size_t count) override { reserve(count, true); }
 

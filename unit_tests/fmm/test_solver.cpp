@@ -388,6 +388,58 @@ TEST_F(SolverTest, DistributedResultEqualsSingleRankResult) {
   }
 }
 
+// Single precision (the default) on several ranks: remote multipoles travel as floats, two to a
+// double in the node rows (core/float_pairs.hpp). Forces and potentials must keep every bit of
+// the one-rank result: the imported coefficients are the owner's, and a row that lost or moved
+// a bit would change them. Spline and Plummer, the relative criterion (its first call's
+// estimate walk imports nodes too) and the angle criterion at a high order.
+TEST_F(SolverTest, DistributedFloatResultIsBitIdenticalToSingleRank) {
+  struct Setting {
+    SofteningKind kernel;
+    OpeningCriterion opening;
+    int order;
+  };
+  for (Setting const setting : {Setting{SofteningKind::Spline, OpeningCriterion::Relative, 7},
+                                Setting{SofteningKind::Plummer, OpeningCriterion::Angle, 8}}) {
+    ICOptions options;
+    options.kind = ICKind::GaussianClumps;
+    options.n_total = 12000;
+    FMMConfig config;
+    config.softening = setting.kernel;
+    config.opening = setting.opening;
+    config.theta = default_theta(setting.opening);
+    config.order = setting.order;
+    config.leaf_size = 32;  // more nodes, more of them imported
+    if (!expansion_order_built(config.order)) continue;  // builds with fewer KFMM_EXPANSION_ORDERS
+    ASSERT_EQ(config.precision, Precision::Float);
+    Context const self(MPI_COMM_SELF);
+    auto all = to_device(generate_initial_conditions(options, 0, 1, [](std::int64_t*, int) {}));
+    ForceSolver single(self, config);
+    single.compute(all);
+    auto const ids_single = Kokkos::create_mirror_view_and_copy(HostSpace(), all.id);
+    auto const acc_single = Kokkos::create_mirror_view_and_copy(HostSpace(), single.acceleration());
+    auto const pot_single = Kokkos::create_mirror_view_and_copy(HostSpace(), single.potential());
+    std::vector<std::size_t> where(options.n_total + 1);
+    for (std::size_t i = 0; i < all.num; ++i) where[ids_single(i)] = i;
+
+    auto mine = make(ICKind::GaussianClumps, options.n_total, options.seed);
+    ForceSolver distributed(world, config);
+    distributed.compute(mine);
+    auto const ids = Kokkos::create_mirror_view_and_copy(HostSpace(), mine.id);
+    auto const acc = Kokkos::create_mirror_view_and_copy(HostSpace(), distributed.acceleration());
+    auto const pot = Kokkos::create_mirror_view_and_copy(HostSpace(), distributed.potential());
+    std::size_t differing = 0;
+    for (std::size_t i = 0; i < mine.num; ++i) {
+      std::size_t const j = where[ids(i)];
+      bool same = pot(i) == pot_single(j);
+      for (int k = 0; k < 3; ++k) same = same && acc(i, k) == acc_single(j, k);
+      differing += same ? 0 : 1;
+    }
+    EXPECT_EQ(differing, 0u) << "kernel " << int(setting.kernel) << ", order " << setting.order << " on rank "
+                             << world.rank() << " of " << world.size();
+  }
+}
+
 // compute_in_input_order hands the results back in input order, so the cost weights of the
 // next decomposition must follow them there (they once stayed in owner order, whose count
 // differs, and were dropped: every input-order call was split by count).

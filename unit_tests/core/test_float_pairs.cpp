@@ -1,0 +1,103 @@
+// Two floats in one double and back, bit for bit, in a kernel of the execution space: ordinary
+// values, signed zeros, subnormals, the extremes, infinities and NaNs with payloads in either
+// half (a packed double is then a NaN itself, and it must still come back unchanged after a
+// copy through a View, as rows do between ranks).
+#include <kfmm/core/float_pairs.hpp>
+#include <kfmm/core/types.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace kfmm_test {
+
+std::uint32_t bits_of(float x) {
+  std::uint32_t b;
+  std::memcpy(&b, &x, sizeof b);
+  return b;
+}
+
+float float_of(std::uint32_t b) {
+  float x;
+  std::memcpy(&x, &b, sizeof x);
+  return x;
+}
+
+// Packs pairs (firsts[i], seconds[i]) into a View of doubles, copies that View (the way a row
+// travels) and unpacks both halves, all on the execution space.
+void round_trip_on_device(std::vector<float> const& firsts, std::vector<float> const& seconds,
+                          std::vector<std::uint64_t>& packed_bits, std::vector<float>& first_back,
+                          std::vector<float>& second_back) {
+  using kfmm::ScalarView;
+  std::size_t const n = firsts.size();
+  ScalarView<float> a("first", n), b("second", n), a_back("first_back", n), b_back("second_back", n);
+  ScalarView<double> packed("packed", n), copied("copied", n);
+  auto const ha = Kokkos::create_mirror_view(a);
+  auto const hb = Kokkos::create_mirror_view(b);
+  for (std::size_t i = 0; i < n; ++i) {
+    ha(i) = firsts[i];
+    hb(i) = seconds[i];
+  }
+  Kokkos::deep_copy(a, ha);
+  Kokkos::deep_copy(b, hb);
+  Kokkos::parallel_for(
+      "kfmm_test::pack_float_pairs", Kokkos::RangePolicy<kfmm::ExecutionSpace>(0, n),
+      KOKKOS_LAMBDA(std::size_t i) { packed(i) = kfmm::pack_float_pair(a(i), b(i)); });
+  Kokkos::deep_copy(copied, packed);
+  Kokkos::parallel_for(
+      "kfmm_test::unpack_float_pairs", Kokkos::RangePolicy<kfmm::ExecutionSpace>(0, n), KOKKOS_LAMBDA(std::size_t i) {
+        a_back(i) = kfmm::unpack_float(copied(i), false);
+        b_back(i) = kfmm::unpack_float(copied(i), true);
+      });
+  auto const hp = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), copied);
+  auto const ha_back = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), a_back);
+  auto const hb_back = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), b_back);
+  packed_bits.resize(n);
+  first_back.resize(n);
+  second_back.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::memcpy(&packed_bits[i], &hp(i), sizeof(double));
+    first_back[i] = ha_back(i);
+    second_back[i] = hb_back(i);
+  }
+}
+
+TEST(FloatPairs, EveryBitComesBack) {
+  float const inf = std::numeric_limits<float>::infinity();
+  std::vector<float> const values{0.0f,
+                                  -0.0f,
+                                  1.0f,
+                                  -3.25f,
+                                  FLT_MIN,
+                                  std::numeric_limits<float>::denorm_min(),
+                                  -std::numeric_limits<float>::denorm_min(),
+                                  FLT_MAX,
+                                  -FLT_MAX,
+                                  inf,
+                                  -inf,
+                                  float_of(0x7fc00001u),   // quiet NaN with a payload
+                                  float_of(0x7f800001u),   // signalling NaN pattern
+                                  float_of(0xffbfffffu),   // negative signalling NaN pattern
+                                  1.17549421e-38f};
+  std::vector<float> firsts, seconds;
+  for (float x : values)
+    for (float y : values) {
+      firsts.push_back(x);
+      seconds.push_back(y);
+    }
+  std::vector<std::uint64_t> packed;
+  std::vector<float> first_back, second_back;
+  round_trip_on_device(firsts, seconds, packed, first_back, second_back);
+  for (std::size_t i = 0; i < firsts.size(); ++i) {
+    EXPECT_EQ(bits_of(first_back[i]), bits_of(firsts[i])) << "pair " << i;
+    EXPECT_EQ(bits_of(second_back[i]), bits_of(seconds[i])) << "pair " << i;
+    // The layout: the first float in the low half.
+    EXPECT_EQ(packed[i], std::uint64_t(bits_of(firsts[i])) | std::uint64_t(bits_of(seconds[i])) << 32) << "pair " << i;
+  }
+}
+
+}  // namespace kfmm_test
