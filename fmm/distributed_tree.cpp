@@ -3,7 +3,7 @@
 #include <kfmm/core/binary_search.hpp>
 #include <kfmm/core/error.hpp>
 #include <kfmm/core/fault_injection.hpp>
-#include <kfmm/core/float_pairs.hpp>
+#include <kfmm/core/packed_words.hpp>
 #include <kfmm/core/host_device_bytes.hpp>
 #include <kfmm/core/view_growth.hpp>
 #include <kfmm/fmm/distributed_tree.hpp>
@@ -224,10 +224,10 @@ namespace {
 constexpr int address_columns = 3;
 
 // Columns of a node row that hold the coefficients: a float pass's travel two to a double
-// (core/float_pairs.hpp), at their own precision in half the bytes; a double pass's one each.
+// (core/packed_words.hpp), at their own precision in half the bytes; a double pass's one each.
 int coefficient_columns(ExpansionPass const& pass) {
   int const coefficients = pass.coefficients_per_node();
-  return pass.float_coefficients() ? (coefficients + 1) / 2 : coefficients;
+  return pass.single_precision() ? (coefficients + 1) / 2 : coefficients;
 }
 
 template <class Rows>
@@ -241,7 +241,7 @@ void DistributedTree::pack_node_rows(ExecutionSpace const& space, Tree<> const& 
                                      ExpansionPass const& pass, ScalarView<int> const& list, int count,
                                      ScalarView<std::uint64_t> const& parents) {
   int const coefficients = pass.coefficients_per_node();
-  bool const paired = pass.float_coefficients();
+  bool const paired = pass.single_precision();
   int const address = geometry_doubles + coefficient_columns(pass);
   grow_work(packed_rows_, count, address + address_columns);
   if (count == 0) return;
@@ -349,7 +349,7 @@ int DistributedTree::append_node_rows(ExecutionSpace const& space, NodeRows cons
   auto flags = geometry.flags;
   auto power_radius = geometry.power_radius;
   int const coefficient_count = pass.coefficients_per_node();
-  bool const paired = pass.float_coefficients();
+  bool const paired = pass.single_precision();
   int const address = geometry_doubles + coefficient_columns(pass);
   grow_work(coefficients_, count, coefficient_count);
   auto const coefficients = coefficients_;
@@ -983,7 +983,7 @@ void DistributedTree::combine_shared_minimum(ExecutionSpace const& space, Contex
 
 PassParticles DistributedTree::import_leaf_particles(ExecutionSpace const& space, Context const& context,
                                                      PairLists const& p2p, Tree<>& tree,
-                                                     Particles<MemorySpace> const& particles) {
+                                                     Particles<MemorySpace> const& particles, bool float_masses) {
   int const n = static_cast<int>(particles.num);
   // A failure before the requests go out is agreed after the exchange (this rank asks for
   // nothing meanwhile, and answers what it can).
@@ -1002,7 +1002,8 @@ PassParticles DistributedTree::import_leaf_particles(ExecutionSpace const& space
   NodeCodes const asked = send_requests(space, context, tree, wanted, ask);
   if (error.empty()) error = pending_error_;
   pending_error_.clear();
-  // Serve: (requesting leaf, x, y, z, m) for each particle of each requested local leaf.
+  // Serve: (requesting leaf, x, y, z, m) for each particle of each requested local leaf, or
+  // (requesting leaf and float mass in one double, x, y, z).
   int const num_asked = static_cast<int>(ask.num_import());
   auto const requester = request_sources(space, ask);
   auto const sorted = local_codes_;
@@ -1018,7 +1019,8 @@ PassParticles DistributedTree::import_leaf_particles(ExecutionSpace const& space
   auto const offsets = particle_answer_offsets_;
   std::size_t const total =
       count_answers(space, asked, num_asked, sorted, by_code, local, pbegin, pend, served, offsets);
-  grow_work(leaf_rows_, total);
+  int const width = float_masses ? 4 : 5;
+  grow_work(leaf_rows_, total, width);
   grow_work(answer_ranks_, total);
   auto const rows = leaf_rows_;
   auto const destinations = answer_ranks_;
@@ -1029,15 +1031,18 @@ PassParticles DistributedTree::import_leaf_particles(ExecutionSpace const& space
         if (node < 0) return;
         std::size_t at = offsets(i);
         for (int p = pbegin(node); p < pend(node); ++p, ++at) {
-          rows(at, 0) = double(asked(i, 1));
+          if (float_masses)
+            rows(at, 0) = pack_words(std::uint32_t(asked(i, 1)), bit_copy<std::uint32_t>(float(mass(p))));
+          else
+            rows(at, 0) = double(asked(i, 1));
           for (int d = 0; d < 3; ++d) rows(at, 1 + d) = pos(p, d);
-          rows(at, 4) = mass(p);
+          if (!float_masses) rows(at, 4) = mass(p);
           destinations(at) = requester(i);
         }
       });
   space.fence();
   auto const answer = ExchangePlan<MemorySpace>::reply_to(context, ask, destinations, total, error);
-  grow_work(received_leaf_rows_, answer.num_import());
+  grow_work(received_leaf_rows_, answer.num_import(), width);
   answer.exchange(rows, received_leaf_rows_);
   auto const received_rows = received_leaf_rows_;
   bytes_sent_ += answer.bytes_sent();
@@ -1064,9 +1069,11 @@ PassParticles DistributedTree::import_leaf_particles(ExecutionSpace const& space
       Kokkos::parallel_for(
           "kfmm::distributed::unpack_leaf_particles", Kokkos::RangePolicy<ExecutionSpace>(space, 0, imported),
           KOKKOS_LAMBDA(int i) {
-            parent(i) = static_cast<int>(received_rows(i, 0));
+            double const first = received_rows(i, 0);
+            parent(i) = float_masses ? static_cast<int>(unpack_word(first, false)) : static_cast<int>(first);
             for (int d = 0; d < 3; ++d) source_pos(n + i, d) = received_rows(i, 1 + d);
-            source_mass(n + i) = received_rows(i, 4);
+            source_mass(n + i) =
+                float_masses ? double(bit_copy<float>(unpack_word(first, true))) : received_rows(i, 4);
           });
       int const linked =
           link_rows(space, parent, imported, n, tree.particle_begin, tree.particle_end, ScalarView<int>(), 0);

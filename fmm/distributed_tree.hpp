@@ -32,12 +32,14 @@ namespace detail {
 /// Node requests in transit: the node's code and the requester's node index (0 where none).
 using NodeCodes = Kokkos::View<std::uint64_t* [2], MemorySpace>;
 /// Node records in transit, one row each: geometry, multipole coefficients (a float pass's two
-/// to a double, core/float_pairs.hpp), then the node's code (two 32-bit halves) and the
+/// to a double, core/packed_words.hpp), then the node's code (two 32-bit halves) and the
 /// requester's node index, all exact. LayoutRight:
 /// the first rows of a longer View are contiguous (what goes to the host is one copy).
 using NodeRows = Kokkos::View<double**, Kokkos::LayoutRight, MemorySpace>;
-/// Leaf particles in transit: the requester's leaf, x, y, z, m.
-using ParticleRows = Kokkos::View<double* [5], Kokkos::LayoutRight, MemorySpace>;
+/// Leaf particles in transit: the requester's leaf, x, y, z, m; for a single-precision pass,
+/// which reads masses as floats, four columns: the leaf and the float mass share the first
+/// (core/packed_words.hpp).
+using ParticleRows = Kokkos::View<double**, Kokkos::LayoutRight, MemorySpace>;
 }  // namespace detail
 
 /// \brief Distributed state of one ForceSolver; on one rank every call is trivial.
@@ -97,9 +99,10 @@ class DistributedTree {
   void combine_shared_minimum(ExecutionSpace const& space, Context const& context,
                               ScalarView<double> const& allowed, std::string const& local_error = {});
   /// Imports the particles of the remote leaves in the P2P lists; returns the source particles
-  /// (local ones first). Collective.
+  /// (local ones first). `float_masses`: the pass reads masses as floats, so the imported ones
+  /// travel (and arrive) as floats. Collective.
   PassParticles import_leaf_particles(ExecutionSpace const& space, Context const& context, PairLists const& p2p,
-                                      Tree<>& tree, Particles<MemorySpace> const& particles);
+                                      Tree<>& tree, Particles<MemorySpace> const& particles, bool float_masses);
   /// Per-particle cost of the last evaluation (owner order), used as weights by decompose().
   void set_costs(ScalarView<double> const& costs, std::size_t n) {
     costs_ = costs;
@@ -230,8 +233,8 @@ class DistributedTree {
   ScalarView<int> answer_ranks_{"kfmm::distributed::answer_ranks", 0};
   ScalarView<std::uint64_t> requesters_{"kfmm::distributed::parents", 0};
   ScalarView<int> parent_{"kfmm::distributed::parent", 0};
-  detail::ParticleRows leaf_rows_{"kfmm::distributed::leaf_particles", 0};
-  detail::ParticleRows received_leaf_rows_{"kfmm::distributed::received_particles", 0};
+  detail::ParticleRows leaf_rows_{"kfmm::distributed::leaf_particles", 0, 0};
+  detail::ParticleRows received_leaf_rows_{"kfmm::distributed::received_particles", 0, 0};
 };
 
 }  // namespace kfmm

@@ -33,12 +33,14 @@ class ExpansionPass {
   /// M2M into the listed inner nodes from their children (nodes of one level per call).
   virtual void upward_nodes(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
                             ScalarView<int> const& nodes, int count) = 0;
+  /// Whether the pass computes in float: its coefficients, and the masses and relative
+  /// positions its kernels read, are floats (rows between ranks then carry them as floats,
+  /// core/packed_words.hpp).
+  virtual bool single_precision() const = 0;
   /// Multipoles of `count` nodes starting at `first` as raw coefficients (for export to other
-  /// ranks) / setting them from imported coefficients. Coefficients are doubles in these Views;
-  /// float_coefficients() says whether they hold floats (exactly), which rows between ranks
-  /// then carry two to a double (core/float_pairs.hpp).
+  /// ranks) / setting them from imported coefficients. Coefficients are doubles in these Views
+  /// (floats held exactly when single_precision()).
   virtual int coefficients_per_node() const = 0;
-  virtual bool float_coefficients() const = 0;
   virtual void get_multipoles(ExecutionSpace const& space, ScalarView<int> const& nodes, int count,
                               Kokkos::View<double**, MemorySpace> const& out) const = 0;
   virtual void set_multipoles(ExecutionSpace const& space, int first, int count,

@@ -100,7 +100,7 @@ class ExpansionPassImpl final : public ExpansionPass {
       : h_(static_cast<Real>(kind == SofteningKind::Spline ? 2.8 * softening_length : softening_length)) {}
 
   int coefficients_per_node() const override { return N; }
-  bool float_coefficients() const override { return std::is_same<Real, float>::value; }
+  bool single_precision() const override { return std::is_same<Real, float>::value; }
 
   void reserve_nodes(std::size_t count) override { reserve(count, true); }
 

@@ -215,7 +215,8 @@ class ForceSolver::Impl {
         if (timed) phase(name);
       };
       walk_.run(space_, tree_, geometry_, test, root, m2l_, p2p_, m2p_, import);
-      if (context_.size() > 1) sources = distributed_.import_leaf_particles(space_, context_, p2p_, tree_, particles);
+      if (context_.size() > 1) sources = distributed_.import_leaf_particles(space_, context_, p2p_, tree_, particles,
+                                                                             pass_->single_precision());
       step("walk");
       auto const local = [&] {
         fault_injection::point("force.m2l");

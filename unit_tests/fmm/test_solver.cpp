@@ -388,11 +388,23 @@ TEST_F(SolverTest, DistributedResultEqualsSingleRankResult) {
   }
 }
 
+// Masses that differ by id (a factor 0.5 … 2): a mass that went to the wrong particle or lost
+// bits in transit changes forces.
+void vary_masses_by_id(Particles<MemorySpace>& particles) {
+  auto const mass = particles.mass;
+  auto const id = particles.id;
+  Kokkos::parallel_for(
+      "kfmm_test::vary_masses_by_id", Kokkos::RangePolicy<ExecutionSpace>(0, particles.num),
+      KOKKOS_LAMBDA(std::size_t i) { mass(i) *= 0.5 + double(id(i) % 13) / 8.0; });
+  Kokkos::fence();
+}
+
 // Single precision (the default) on several ranks: remote multipoles travel as floats, two to a
-// double in the node rows (core/float_pairs.hpp). Forces and potentials must keep every bit of
-// the one-rank result: the imported coefficients are the owner's, and a row that lost or moved
-// a bit would change them. Spline and Plummer, the relative criterion (its first call's
-// estimate walk imports nodes too) and the angle criterion at a high order.
+// double in the node rows, and remote leaf particles' masses as floats beside the requester's
+// leaf (core/packed_words.hpp). Forces and potentials must keep every bit of the one-rank
+// result: a row that lost or moved a bit would change them. Spline and Plummer, the relative
+// criterion (its first call's estimate walk imports nodes too) and the angle criterion at a
+// high order.
 TEST_F(SolverTest, DistributedFloatResultIsBitIdenticalToSingleRank) {
   struct Setting {
     SofteningKind kernel;
@@ -414,6 +426,7 @@ TEST_F(SolverTest, DistributedFloatResultIsBitIdenticalToSingleRank) {
     ASSERT_EQ(config.precision, Precision::Float);
     Context const self(MPI_COMM_SELF);
     auto all = to_device(generate_initial_conditions(options, 0, 1, [](std::int64_t*, int) {}));
+    vary_masses_by_id(all);
     ForceSolver single(self, config);
     single.compute(all);
     auto const ids_single = Kokkos::create_mirror_view_and_copy(HostSpace(), all.id);
@@ -423,6 +436,7 @@ TEST_F(SolverTest, DistributedFloatResultIsBitIdenticalToSingleRank) {
     for (std::size_t i = 0; i < all.num; ++i) where[ids_single(i)] = i;
 
     auto mine = make(ICKind::GaussianClumps, options.n_total, options.seed);
+    vary_masses_by_id(mine);
     ForceSolver distributed(world, config);
     distributed.compute(mine);
     auto const ids = Kokkos::create_mirror_view_and_copy(HostSpace(), mine.id);

@@ -1,8 +1,9 @@
-// Two floats in one double and back, bit for bit, in a kernel of the execution space: ordinary
-// values, signed zeros, subnormals, the extremes, infinities and NaNs with payloads in either
-// half (a packed double is then a NaN itself, and it must still come back unchanged after a
-// copy through a View, as rows do between ranks).
-#include <kfmm/core/float_pairs.hpp>
+// Two 32-bit words in one double and back, bit for bit, in a kernel of the execution space:
+// floats (ordinary values, signed zeros, subnormals, the extremes, infinities and NaNs with
+// payloads in either half: a packed double is then a NaN itself, and must still come back
+// unchanged after a copy through a View, as rows do between ranks) and integers beside floats
+// (a leaf index and a mass).
+#include <kfmm/core/packed_words.hpp>
 #include <kfmm/core/types.hpp>
 
 #include <gtest/gtest.h>
@@ -66,7 +67,7 @@ void round_trip_on_device(std::vector<float> const& firsts, std::vector<float> c
   }
 }
 
-TEST(FloatPairs, EveryBitComesBack) {
+TEST(PackedWords, FloatPairsKeepEveryBit) {
   float const inf = std::numeric_limits<float>::infinity();
   std::vector<float> const values{0.0f,
                                   -0.0f,
@@ -97,6 +98,51 @@ TEST(FloatPairs, EveryBitComesBack) {
     EXPECT_EQ(bits_of(second_back[i]), bits_of(seconds[i])) << "pair " << i;
     // The layout: the first float in the low half.
     EXPECT_EQ(packed[i], std::uint64_t(bits_of(firsts[i])) | std::uint64_t(bits_of(seconds[i])) << 32) << "pair " << i;
+  }
+}
+
+// (index, float) pairs as the leaf particle rows carry them: pack_words of an index and a
+// float's bits, read back as the index and the float.
+void index_and_float_on_device(std::vector<std::uint32_t> const& indices, std::vector<float> const& values,
+                               std::vector<std::uint32_t>& indices_back, std::vector<float>& values_back) {
+  using kfmm::ScalarView;
+  std::size_t const n = indices.size();
+  ScalarView<std::uint32_t> index("index", n), index_back("index_back", n);
+  ScalarView<float> value("value", n), value_back("value_back", n);
+  ScalarView<double> packed("packed", n);
+  auto const hi = Kokkos::create_mirror_view(index);
+  auto const hv = Kokkos::create_mirror_view(value);
+  for (std::size_t i = 0; i < n; ++i) {
+    hi(i) = indices[i];
+    hv(i) = values[i];
+  }
+  Kokkos::deep_copy(index, hi);
+  Kokkos::deep_copy(value, hv);
+  Kokkos::parallel_for(
+      "kfmm_test::pack_index_and_float", Kokkos::RangePolicy<kfmm::ExecutionSpace>(0, n), KOKKOS_LAMBDA(std::size_t i) {
+        packed(i) = kfmm::pack_words(index(i), kfmm::bit_copy<std::uint32_t>(value(i)));
+      });
+  Kokkos::parallel_for(
+      "kfmm_test::unpack_index_and_float", Kokkos::RangePolicy<kfmm::ExecutionSpace>(0, n),
+      KOKKOS_LAMBDA(std::size_t i) {
+        index_back(i) = kfmm::unpack_word(packed(i), false);
+        value_back(i) = kfmm::bit_copy<float>(kfmm::unpack_word(packed(i), true));
+      });
+  auto const hib = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), index_back);
+  auto const hvb = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), value_back);
+  indices_back.assign(hib.data(), hib.data() + n);
+  values_back.assign(hvb.data(), hvb.data() + n);
+}
+
+TEST(PackedWords, IndexBesideFloat) {
+  std::vector<std::uint32_t> const indices{0u, 1u, 12345u, 0x7fffffffu, 0x80000000u, 0xffffffffu};
+  std::vector<float> const values{1.0f / 3, -0.0f, FLT_MIN, FLT_MAX, std::numeric_limits<float>::denorm_min(), 2.5e-7f};
+  std::vector<std::uint32_t> indices_back;
+  std::vector<float> values_back;
+  index_and_float_on_device(indices, values, indices_back, values_back);
+  for (std::size_t i = 0; i < indices.size(); ++i) {
+    EXPECT_EQ(indices_back[i], indices[i]) << "row " << i;
+    EXPECT_EQ(bits_of(values_back[i]), bits_of(values[i])) << "row " << i;
   }
 }
 
