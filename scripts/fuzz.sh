@@ -94,7 +94,7 @@ fuzz_one() {
   outcomes=$(grep -E '^kfmm fuzz: ' "$run_log" | tail -n1 | sed 's/^kfmm fuzz: //')
   reproducer=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$run_log" | tail -n1)
   first_frame=$(first_user_frame "$binary" "$run_log")
-  if [ $status -ne 0 ] && [ "$target" = particle_file_bytes ] && grep -q 'libhdf5' <<<"$first_frame"; then
+  if [ $status -ne 0 ] && [ "$target" = particle_file_bytes ] && is_libhdf5_frame "$first_frame"; then
     log "fuzz_$target: crash inside libhdf5 on a malformed file (the documented boundary, docs/fuzzing.md):"
     log "  $(sed -E 's/^ *//' <<<"$first_frame")"
     log "  reproducer: ${reproducer:-none written} (log: $run_log)"

@@ -13,3 +13,11 @@ first_user_frame() {
     | grep -vE ' in __(asan|sanitizer|ubsan|lsan|interception)::| (asan|ubsan|lsan|sanitizer)_[a-z_]+\.cpp\.o' \
     | head -n1
 }
+
+# is_libhdf5_frame FRAME: whether a frame printed by first_user_frame is libhdf5's, named by its
+# module (libhdf5_openmpi.so…) or, when HDF5's debug information is installed, by its function
+# (HDF5's names start with H5: H5Dread, H5VM_memcpyvv; kfmm's are in namespace kfmm) or its
+# source file (src/H5VM.c).
+is_libhdf5_frame() {
+  grep -qE 'libhdf5|^ *#[0-9]+ 0x[0-9a-f]+ in H5[A-Za-z0-9_]* |/H5[A-Za-z0-9_]*\.c:[0-9]+' <<<"$1"
+}
