@@ -1,4 +1,5 @@
 #include <kfmm/comm/decomposition.hpp>
+#include <kfmm/comm/gathered_samples.hpp>
 #include <kfmm/core/binary_search.hpp>
 #include <kfmm/core/sort.hpp>
 #include <kfmm/core/session_scratch.hpp>
@@ -36,10 +37,9 @@ struct SampleScratch {
 
 SampleScratch& sample_scratch() { return session_scratch<SampleScratch>(); }
 
-LocalSamples sample_local_keys(Kokkos::View<std::uint64_t const*, MemorySpace> const& keys, std::size_t n,
-                               Kokkos::View<double const*, MemorySpace> const& weights, bool unit_weights,
+LocalSamples sample_local_keys(ExecutionSpace const& space, Kokkos::View<std::uint64_t const*, MemorySpace> const& keys,
+                               std::size_t n, Kokkos::View<double const*, MemorySpace> const& weights, bool unit_weights,
                                int samples_per_rank, double& local_weight) {
-  ExecutionSpace space;
   SampleScratch& scratch = sample_scratch();
   // The caller has often sorted the keys already (the solver's decomposition does): then they
   // are used as they are instead of being copied and sorted again.
@@ -108,8 +108,8 @@ LocalSamples sample_local_keys(Kokkos::View<std::uint64_t const*, MemorySpace> c
   return samples;
 }
 
-std::string check_input(Kokkos::View<std::uint64_t const*, MemorySpace> const& keys, std::size_t n,
-                        Kokkos::View<double const*, MemorySpace> const& weights, int samples_per_rank) {
+std::string check_input(ExecutionSpace const& space, Kokkos::View<std::uint64_t const*, MemorySpace> const& keys,
+                        std::size_t n, Kokkos::View<double const*, MemorySpace> const& weights, int samples_per_rank) {
   if (samples_per_rank < 1)
     return fmt::format("choose_splitters: samples_per_rank = {} must be at least 1", samples_per_rank);
   if (keys.extent(0) < n) return fmt::format("choose_splitters: n = {} exceeds the {} keys given", n, keys.extent(0));
@@ -119,7 +119,7 @@ std::string check_input(Kokkos::View<std::uint64_t const*, MemorySpace> const& k
                        weights.extent(0), n);
   std::size_t first_bad = 0;  // the reducer starts from its identity (the largest size_t)
   Kokkos::parallel_reduce(
-      "kfmm::decomposition::check_weights", Kokkos::RangePolicy<ExecutionSpace>(0, n),
+      "kfmm::decomposition::check_weights", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
       KOKKOS_LAMBDA(std::size_t i, std::size_t & bad) {
         double const w = weights(i);
         if ((!(w >= 0) || !compat::math::isfinite(w)) && i < bad) bad = i;
@@ -127,26 +127,27 @@ std::string check_input(Kokkos::View<std::uint64_t const*, MemorySpace> const& k
       Kokkos::Min<std::size_t>(first_bad));
   if (first_bad >= n) return {};
   double bad_weight = 0;
-  Kokkos::deep_copy(Kokkos::View<double, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(&bad_weight),
+  Kokkos::deep_copy(space, Kokkos::View<double, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(&bad_weight),
                     Kokkos::subview(weights, first_bad));
+  space.fence();
   return fmt::format("choose_splitters: key {} has weight {}; weights must be finite and non-negative", first_bad,
                      bad_weight);
 }
 
 }  // namespace
 
-std::vector<std::uint64_t> choose_splitters(Context const& context,
+std::vector<std::uint64_t> choose_splitters(ExecutionSpace const& space, Context const& context,
                                             Kokkos::View<std::uint64_t const*, MemorySpace> const& keys, std::size_t n,
                                             Kokkos::View<double const*, MemorySpace> const& weights,
                                             int samples_per_rank, std::string const& local_error) {
   // A failure (this rank's or its input's) rides on the first gather: the common path makes
   // two collectives, the gather of the per-rank numbers and that of the samples.
-  std::string const error = !local_error.empty() ? local_error : check_input(keys, n, weights, samples_per_rank);
+  std::string const error = !local_error.empty() ? local_error : check_input(space, keys, n, weights, samples_per_rank);
   int const ranks = context.size();
   bool unit_weights = weights.extent(0) == 0;
   double local_weight = 0;
   LocalSamples local;
-  if (error.empty()) local = sample_local_keys(keys, n, weights, unit_weights, samples_per_rank, local_weight);
+  if (error.empty()) local = sample_local_keys(space, keys, n, weights, unit_weights, samples_per_rank, local_weight);
   // Per rank: failed, its weight, its number of samples and the weight each stands for.
   auto const gather_numbers = [&] {
     double const mine[4] = {error.empty() ? 0.0 : 1.0, local_weight, double(local.keys.size()), local.weight_each};
@@ -160,7 +161,7 @@ std::vector<std::uint64_t> choose_splitters(Context const& context,
   if (failed > 0) agree_on_error(context, error);
   if (!unit_weights && !(total_weight > 0)) {
     unit_weights = true;
-    local = sample_local_keys(keys, n, weights, unit_weights, samples_per_rank, local_weight);
+    local = sample_local_keys(space, keys, n, weights, unit_weights, samples_per_rank, local_weight);
     numbers = gather_numbers();
   }
 
@@ -174,12 +175,11 @@ std::vector<std::uint64_t> choose_splitters(Context const& context,
                  MPI_UINT64_T, context.comm());
 
   // Every rank holds the same samples and orders them the same way (key, then source rank).
-  std::vector<std::pair<std::uint64_t, double>> samples;
+  std::vector<GatheredSample> samples;
   samples.reserve(all_keys.size());
   for (int r = 0; r < ranks; ++r)
     for (int s = displacements[r]; s < displacements[r + 1]; ++s) samples.emplace_back(all_keys[s], all_weights[r]);
-  std::stable_sort(samples.begin(), samples.end(),
-                   [](auto const& a, auto const& b) { return a.first < b.first; });
+  order_gathered_samples(samples, std::vector<std::size_t>(displacements.begin(), displacements.end()));
   double sample_total = 0;
   for (auto const& sample : samples) sample_total += sample.second;
 

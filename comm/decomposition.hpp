@@ -30,7 +30,8 @@ namespace kfmm {
 /// input on any rank (a short View, a negative or non-finite weight) makes every rank throw.
 /// `local_error`: a failure this rank met just before the call (its keys are then not used),
 /// agreed with the input checks, so that a caller's local stage needs no collective of its own.
-std::vector<std::uint64_t> choose_splitters(Context const& context,
+/// Kernels run on `space` (the instance that wrote `keys` and `weights`).
+std::vector<std::uint64_t> choose_splitters(ExecutionSpace const& space, Context const& context,
                                             Kokkos::View<std::uint64_t const*, MemorySpace> const& keys, std::size_t n,
                                             Kokkos::View<double const*, MemorySpace> const& weights = {},
                                             int samples_per_rank = 256, std::string const& local_error = {});

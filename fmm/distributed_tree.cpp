@@ -564,7 +564,7 @@ void DistributedTree::decompose(ExecutionSpace const& space, Context const& cont
   domains_kept_ = kept;
   if (!kept) {
     std::size_t const sampled = local_error.empty() ? n : 0;
-    splitters_ = choose_splitters(context, Kokkos::subview(const_keys, Kokkos::make_pair(std::size_t(0), sampled)),
+    splitters_ = choose_splitters(space, context, Kokkos::subview(const_keys, Kokkos::make_pair(std::size_t(0), sampled)),
                                   sampled, local_error.empty() ? weights : decltype(weights)(), 256, local_error);
   }
   // Kept splitters are adjusted again too: particles moved, and a cut cell that would now be a
@@ -1090,14 +1090,15 @@ PassParticles DistributedTree::import_leaf_particles(ExecutionSpace const& space
   return PassParticles{source_pos_, source_mass_, n + static_cast<int>(received), n};
 }
 
-std::uint64_t DistributedTree::owned_nodes(Tree<> const& tree, NodeGeometry const& geometry, int rank) const {
+std::uint64_t DistributedTree::owned_nodes(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
+                                           int rank) const {
   if (!indexed_) return static_cast<std::uint64_t>(tree.num_nodes);  // one rank
   auto const flags = geometry.flags;
   auto const code = tree.code;
   auto const forced = forced_;
   std::uint64_t count = 0;
   Kokkos::parallel_reduce(
-      "kfmm::distributed::count_owned_nodes", Kokkos::RangePolicy<ExecutionSpace>(0, local_nodes_),
+      "kfmm::distributed::count_owned_nodes", Kokkos::RangePolicy<ExecutionSpace>(space, 0, local_nodes_),
       KOKKOS_LAMBDA(int i, std::uint64_t& sum) {
         sum += !contains_code(forced, code(i)) && !(flags(i) & node_remote) ? 1 : 0;
       },
@@ -1105,12 +1106,13 @@ std::uint64_t DistributedTree::owned_nodes(Tree<> const& tree, NodeGeometry cons
   return count + (rank == 0 ? forced_.extent(0) : 0);
 }
 
-std::uint64_t DistributedTree::owned_leaves(Tree<> const& tree, NodeGeometry const& geometry) const {
+std::uint64_t DistributedTree::owned_leaves(ExecutionSpace const& space, Tree<> const& tree,
+                                            NodeGeometry const& geometry) const {
   int const local = indexed_ ? local_nodes_ : tree.num_nodes;
   std::uint64_t count = 0;
   auto const flags = geometry.flags;
   Kokkos::parallel_reduce(
-      "kfmm::distributed::count_leaves", Kokkos::RangePolicy<ExecutionSpace>(0, local),
+      "kfmm::distributed::count_leaves", Kokkos::RangePolicy<ExecutionSpace>(space, 0, local),
       KOKKOS_LAMBDA(int i, std::uint64_t& sum) { sum += (flags(i) & node_leaf) && !(flags(i) & node_remote) ? 1 : 0; },
       count);
   return count;

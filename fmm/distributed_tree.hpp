@@ -110,8 +110,9 @@ class DistributedTree {
   }
 
   /// Nodes and leaves this rank counts for the global totals (shared cells on rank 0).
-  std::uint64_t owned_nodes(Tree<> const& tree, NodeGeometry const& geometry, int rank) const;
-  std::uint64_t owned_leaves(Tree<> const& tree, NodeGeometry const& geometry) const;
+  std::uint64_t owned_nodes(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry,
+                            int rank) const;
+  std::uint64_t owned_leaves(ExecutionSpace const& space, Tree<> const& tree, NodeGeometry const& geometry) const;
   /// Communication figures of the last evaluation: this rank's, and the maxima over ranks. Collective.
   void fill_stats(Context const& context, ForceStats& stats) const;
   /// This rank's communication figures of the last evaluation.

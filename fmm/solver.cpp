@@ -1205,8 +1205,8 @@ class ForceSolver::Impl {
     std::uint64_t const m2l_count = count_m2l();
     std::uint64_t local[5] = {pass_->p2p_pairs(), m2l_count, 0, 0, pass_->m2p_evaluations()};
     // Nodes and leaves owned here (imported nodes are counted by their owners).
-    local[2] = distributed_.owned_nodes(tree_, geometry_, context_.rank());
-    local[3] = distributed_.owned_leaves(tree_, geometry_);
+    local[2] = distributed_.owned_nodes(space_, tree_, geometry_, context_.rank());
+    local[3] = distributed_.owned_leaves(space_, tree_, geometry_);
     std::uint64_t global[5];
     MPI_Allreduce(local, global, 5, MPI_UINT64_T, MPI_SUM, context_.comm());
     stats_.p2p_pairs = global[0];

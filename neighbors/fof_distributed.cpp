@@ -102,7 +102,7 @@ void fof_distributed(Context const& context, Particles<> const& particles, doubl
   {
     ScalarView<std::uint64_t> keys(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fof::hilbert_keys"), n);
     compute_keys(space, cube, work.pos, n, keys);
-    auto const splitters = choose_splitters(context, keys, n);
+    auto const splitters = choose_splitters(space, context, keys, n);
     auto const destinations = destination_ranks(space, keys, n, splitters);
     redistribute(context, work, Kokkos::View<int const*, MemorySpace>(destinations), &decomposition);
   }

@@ -627,7 +627,7 @@ KNNResult knn_impl(ExecutionSpace const& space, Context const& context, Particle
     if (moved) {
       ScalarView<std::uint64_t> keys(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::knn::keys"), work.num);
       compute_keys(space, cube, work.pos, work.num, keys);
-      auto const splitters = choose_splitters(context, keys, work.num);
+      auto const splitters = choose_splitters(space, context, keys, work.num);
       auto const destinations = destination_ranks(space, keys, work.num, splitters);
       if (self) {
         redistribute(context, work, destinations, &plan);

@@ -54,7 +54,7 @@ class DecompositionTest : public testing::Test {
     auto particles = kfmm::to_device<Memory>(host);
     auto const key_view = device_view(keys, "keys");
     auto const weight_view = weights.empty() ? Kokkos::View<double*, Memory>() : device_view(weights, "weights");
-    splitters = kfmm::choose_splitters(context, key_view, n, weight_view);
+    splitters = kfmm::choose_splitters(kfmm::ExecutionSpace(), context, key_view, n, weight_view);
     ASSERT_EQ(splitters.size(), std::size_t(ranks - 1));
     EXPECT_TRUE(std::is_sorted(splitters.begin(), splitters.end()));
     auto const destinations = kfmm::destination_ranks(kfmm::ExecutionSpace(), key_view, n, splitters);
@@ -149,7 +149,7 @@ TEST_F(DecompositionTest, PresortedKeysGiveTheSameSplitters) {
   auto keys = uniform_keys(n, 300 + rank);
   std::vector<double> weights(n);
   for (std::size_t i = 0; i < n; ++i) weights[i] = 1.0 + double(keys[i] % 7);
-  auto const shuffled = kfmm::choose_splitters(context, device_view(keys, "keys"), n, device_view(weights, "weights"));
+  auto const shuffled = kfmm::choose_splitters(kfmm::ExecutionSpace(), context, device_view(keys, "keys"), n, device_view(weights, "weights"));
   std::vector<std::size_t> order(n);
   std::iota(order.begin(), order.end(), std::size_t(0));
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return keys[a] < keys[b]; });
@@ -157,7 +157,7 @@ TEST_F(DecompositionTest, PresortedKeysGiveTheSameSplitters) {
   std::vector<double> sorted_weights(n);
   for (std::size_t i = 0; i < n; ++i) sorted_keys[i] = keys[order[i]], sorted_weights[i] = weights[order[i]];
   auto const presorted =
-      kfmm::choose_splitters(context, device_view(sorted_keys, "keys"), n, device_view(sorted_weights, "weights"));
+      kfmm::choose_splitters(kfmm::ExecutionSpace(), context, device_view(sorted_keys, "keys"), n, device_view(sorted_weights, "weights"));
   EXPECT_EQ(presorted, shuffled);
 }
 
@@ -201,7 +201,7 @@ TEST_F(DecompositionTest, NegativeWeightThrowsOnEveryRank) {
   std::vector<double> weights{1, 1, 1};
   if (rank == ranks - 1) weights[1] = -2;
   try {
-    kfmm::choose_splitters(context, device_view(keys, "keys"), 3, device_view(weights, "weights"));
+    kfmm::choose_splitters(kfmm::ExecutionSpace(), context, device_view(keys, "keys"), 3, device_view(weights, "weights"));
     FAIL() << "expected kfmm::Error";
   } catch (kfmm::Error const& e) {
     EXPECT_NE(std::string(e.what()).find("key 1 has weight -2"), std::string::npos) << e.what();

@@ -69,7 +69,7 @@ TEST_F(DecompositionAllocationsTest, RepeatedStepsAllocateNothingAfterTheFirst) 
     Kokkos::View<double const*, Memory> const step_weights = weights;
     accounting.clear_allocation_log();
     {
-      auto const splitters = kfmm::choose_splitters(context, step_keys, here, step_weights);
+      auto const splitters = kfmm::choose_splitters(kfmm::ExecutionSpace(), context, step_keys, here, step_weights);
       auto const destinations = kfmm::destination_ranks(kfmm::ExecutionSpace(), step_keys, here, splitters);
       kfmm::ExchangePlan<Memory> plan;
       kfmm::redistribute(context, particles, Kokkos::View<int const*, Memory>(destinations), &plan);
