@@ -1,6 +1,7 @@
 // order_gathered_samples: the sample sort's gathered samples (one sorted run per rank) in the
 // order a stable sort by key gives, ties in rank order; runs already in order (left as they
-// are, and said so), interleaved runs with ties across ranks, empty runs, and unsorted runs.
+// are), runs overlapping at their ends (merged), interleaved runs with ties across ranks (the
+// stable sort takes over), empty runs, and unsorted runs.
 #include <kfmm/comm/gathered_samples.hpp>
 
 #include <gtest/gtest.h>
@@ -56,7 +57,7 @@ TEST_F(GatheredSamplesTest, InterleavedRunsWithTiesAcrossRanks) {
       expect_stable_order(samples, bounds);
       if (runs > 2 && range > 1000) {  // random runs interleave
         auto copy = samples;
-        EXPECT_FALSE(kfmm::order_gathered_samples(copy, bounds)) << runs << " runs";
+        EXPECT_NE(kfmm::order_gathered_samples(copy, bounds), kfmm::SampleOrdering::InOrder) << runs << " runs";
       }
     }
 }
@@ -72,9 +73,33 @@ TEST_F(GatheredSamplesTest, RunsAlreadyInOrderStayAsTheyAre) {
     bounds.push_back(samples.size());
   }
   auto const before = samples;
-  EXPECT_TRUE(kfmm::order_gathered_samples(samples, bounds));
+  EXPECT_EQ(kfmm::order_gathered_samples(samples, bounds), kfmm::SampleOrdering::InOrder);
   EXPECT_EQ(samples, before);
   expect_stable_order(before, bounds);
+}
+
+TEST_F(GatheredSamplesTest, RunsThatOverlapAtTheirEndsAreMerged) {
+  // Each rank's samples in its own range but for a few that moved across a boundary (the
+  // samples of a drifting step), with ties at the overlaps; the first and a middle run empty.
+  std::vector<GatheredSample> samples;
+  std::vector<std::size_t> bounds{0, 0};
+  for (int r = 1; r < 12; ++r) {
+    if (r == 6) {
+      bounds.push_back(samples.size());
+      continue;
+    }
+    std::vector<std::uint64_t> keys;
+    for (int s = 0; s < 20; ++s) keys.push_back(std::uint64_t(1000 * r + 50 * s));
+    keys.push_back(std::uint64_t(1000 * r - 100));  // moved below its range
+    keys.push_back(std::uint64_t(1000 * r - 50));   // equal to the previous run's last key
+    if (r % 2 == 0) keys.push_back(std::uint64_t(1000 * r + 1500));  // moved above
+    std::sort(keys.begin(), keys.end());
+    for (auto key : keys) samples.emplace_back(key, double(r));
+    bounds.push_back(samples.size());
+  }
+  auto copy = samples;
+  EXPECT_EQ(kfmm::order_gathered_samples(copy, bounds), kfmm::SampleOrdering::Merged);
+  expect_stable_order(samples, bounds);
 }
 
 TEST_F(GatheredSamplesTest, RunsInOrderAtTheirEndsButUnsortedInsideAreSorted) {
@@ -89,7 +114,7 @@ TEST_F(GatheredSamplesTest, RunsInOrderAtTheirEndsButUnsortedInsideAreSorted) {
     bounds.push_back(samples.size());
   }
   auto copy = samples;
-  EXPECT_FALSE(kfmm::order_gathered_samples(copy, bounds));
+  EXPECT_EQ(kfmm::order_gathered_samples(copy, bounds), kfmm::SampleOrdering::Sorted);
   expect_stable_order(samples, bounds);
 }
 
