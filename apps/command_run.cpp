@@ -153,7 +153,6 @@ struct DomainTimes {
 
   void add(ForceStats const& stats) {
     double const t = stats.seconds("domain");
-    if (std::getenv("KFMM_TMP_BARRIER")) fmt::print(stderr, "TMP wait {:.4f} bounds {:.4f} domain {:.4f} total {:.4f}\n", stats.seconds("wait"), stats.seconds("bounds"), t, stats.total_seconds);
     total += t;
     if (calls++ > 0) {
       later += t;

@@ -3,8 +3,8 @@
 #include <kfmm/core/binary_search.hpp>
 #include <kfmm/core/error.hpp>
 #include <kfmm/core/fault_injection.hpp>
-#include <kfmm/core/packed_words.hpp>
 #include <kfmm/core/host_device_bytes.hpp>
+#include <kfmm/core/packed_words.hpp>
 #include <kfmm/core/view_growth.hpp>
 #include <kfmm/fmm/distributed_tree.hpp>
 
