@@ -6,6 +6,8 @@
 #include <kfmm/core/packed_words.hpp>
 #include <kfmm/core/types.hpp>
 
+#include "../device_views.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cfloat>
@@ -34,17 +36,13 @@ void round_trip_on_device(std::vector<float> const& firsts, std::vector<float> c
                           std::vector<std::uint64_t>& packed_bits, std::vector<float>& first_back,
                           std::vector<float>& second_back) {
   using kfmm::ScalarView;
+  using kfmm::test_support::device_view;
+  using kfmm::test_support::on_host;
   std::size_t const n = firsts.size();
-  ScalarView<float> a("first", n), b("second", n), a_back("first_back", n), b_back("second_back", n);
+  auto const a = device_view(firsts, "first");
+  auto const b = device_view(seconds, "second");
+  ScalarView<float> a_back("first_back", n), b_back("second_back", n);
   ScalarView<double> packed("packed", n), copied("copied", n);
-  auto const ha = Kokkos::create_mirror_view(a);
-  auto const hb = Kokkos::create_mirror_view(b);
-  for (std::size_t i = 0; i < n; ++i) {
-    ha(i) = firsts[i];
-    hb(i) = seconds[i];
-  }
-  Kokkos::deep_copy(a, ha);
-  Kokkos::deep_copy(b, hb);
   Kokkos::parallel_for(
       "kfmm_test::pack_float_pairs", Kokkos::RangePolicy<kfmm::ExecutionSpace>(0, n),
       KOKKOS_LAMBDA(std::size_t i) { packed(i) = kfmm::pack_float_pair(a(i), b(i)); });
@@ -54,17 +52,13 @@ void round_trip_on_device(std::vector<float> const& firsts, std::vector<float> c
         a_back(i) = kfmm::unpack_float(copied(i), false);
         b_back(i) = kfmm::unpack_float(copied(i), true);
       });
-  auto const hp = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), copied);
-  auto const ha_back = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), a_back);
-  auto const hb_back = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), b_back);
+  auto const hp = on_host(copied);
+  auto const ha_back = on_host(a_back);
+  auto const hb_back = on_host(b_back);
   packed_bits.resize(n);
-  first_back.resize(n);
-  second_back.resize(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    std::memcpy(&packed_bits[i], &hp(i), sizeof(double));
-    first_back[i] = ha_back(i);
-    second_back[i] = hb_back(i);
-  }
+  for (std::size_t i = 0; i < n; ++i) std::memcpy(&packed_bits[i], &hp(i), sizeof(double));
+  first_back.assign(ha_back.data(), ha_back.data() + n);
+  second_back.assign(hb_back.data(), hb_back.data() + n);
 }
 
 TEST(PackedWords, FloatPairsKeepEveryBit) {
@@ -106,18 +100,13 @@ TEST(PackedWords, FloatPairsKeepEveryBit) {
 void index_and_float_on_device(std::vector<std::uint32_t> const& indices, std::vector<float> const& values,
                                std::vector<std::uint32_t>& indices_back, std::vector<float>& values_back) {
   using kfmm::ScalarView;
+  using kfmm::test_support::on_host;
   std::size_t const n = indices.size();
-  ScalarView<std::uint32_t> index("index", n), index_back("index_back", n);
-  ScalarView<float> value("value", n), value_back("value_back", n);
+  auto const index = kfmm::test_support::device_view(indices, "index");
+  auto const value = kfmm::test_support::device_view(values, "value");
+  ScalarView<std::uint32_t> index_back("index_back", n);
+  ScalarView<float> value_back("value_back", n);
   ScalarView<double> packed("packed", n);
-  auto const hi = Kokkos::create_mirror_view(index);
-  auto const hv = Kokkos::create_mirror_view(value);
-  for (std::size_t i = 0; i < n; ++i) {
-    hi(i) = indices[i];
-    hv(i) = values[i];
-  }
-  Kokkos::deep_copy(index, hi);
-  Kokkos::deep_copy(value, hv);
   Kokkos::parallel_for(
       "kfmm_test::pack_index_and_float", Kokkos::RangePolicy<kfmm::ExecutionSpace>(0, n), KOKKOS_LAMBDA(std::size_t i) {
         packed(i) = kfmm::pack_words(index(i), kfmm::bit_copy<std::uint32_t>(value(i)));
@@ -128,8 +117,8 @@ void index_and_float_on_device(std::vector<std::uint32_t> const& indices, std::v
         index_back(i) = kfmm::unpack_word(packed(i), false);
         value_back(i) = kfmm::bit_copy<float>(kfmm::unpack_word(packed(i), true));
       });
-  auto const hib = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), index_back);
-  auto const hvb = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), value_back);
+  auto const hib = on_host(index_back);
+  auto const hvb = on_host(value_back);
   indices_back.assign(hib.data(), hib.data() + n);
   values_back.assign(hvb.data(), hvb.data() + n);
 }

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -427,11 +428,15 @@ TEST_F(SolverTest, DistributedFloatResultIsBitIdenticalToSingleRank) {
     Context const self(MPI_COMM_SELF);
     auto all = to_device(generate_initial_conditions(options, 0, 1, [](std::int64_t*, int) {}));
     vary_masses_by_id(all);
+    // Ids, accelerations and potentials of a solver's last call, on the host.
+    auto const results = [](Particles<MemorySpace> const& particles, ForceSolver const& solver) {
+      return std::make_tuple(Kokkos::create_mirror_view_and_copy(HostSpace(), particles.id),
+                             Kokkos::create_mirror_view_and_copy(HostSpace(), solver.acceleration()),
+                             Kokkos::create_mirror_view_and_copy(HostSpace(), solver.potential()));
+    };
     ForceSolver single(self, config);
     single.compute(all);
-    auto const ids_single = Kokkos::create_mirror_view_and_copy(HostSpace(), all.id);
-    auto const acc_single = Kokkos::create_mirror_view_and_copy(HostSpace(), single.acceleration());
-    auto const pot_single = Kokkos::create_mirror_view_and_copy(HostSpace(), single.potential());
+    auto const [ids_single, acc_single, pot_single] = results(all, single);
     std::vector<std::size_t> where(options.n_total + 1);
     for (std::size_t i = 0; i < all.num; ++i) where[ids_single(i)] = i;
 
@@ -439,9 +444,7 @@ TEST_F(SolverTest, DistributedFloatResultIsBitIdenticalToSingleRank) {
     vary_masses_by_id(mine);
     ForceSolver distributed(world, config);
     distributed.compute(mine);
-    auto const ids = Kokkos::create_mirror_view_and_copy(HostSpace(), mine.id);
-    auto const acc = Kokkos::create_mirror_view_and_copy(HostSpace(), distributed.acceleration());
-    auto const pot = Kokkos::create_mirror_view_and_copy(HostSpace(), distributed.potential());
+    auto const [ids, acc, pot] = results(mine, distributed);
     std::size_t differing = 0;
     for (std::size_t i = 0; i < mine.num; ++i) {
       std::size_t const j = where[ids(i)];
