@@ -5,9 +5,12 @@
   tools/trace_partners.py PREFIX RANKS
 
 The last evaluation's walk starts after its top-tree Allgatherv (the last Allgatherv followed by
-an Allreduce and by messages) and ends at the first three Allreduces in a row (the agreement of the local stages
-and the statistics). Each Allreduce in between starts a stage: a walk level (the last one is the
-near-field particle import). Per stage it prints, over ranks, the mean and largest number of
+an Allreduce whose walk is found). Allreduces split the calls after it into segments; every walk
+level (and the near-field particle import that ends the walk) is one segment holding the
+nonblocking consensus's Ibarrier, so the walk is the first unbroken series of segments with an
+Ibarrier: the Allreduces before it (the top tree's agreement, the shared cells' allowances) and
+the ones after it (the local stages, the statistics) have none. Per stage it prints, over
+ranks, the mean and largest number of
 ranks asked (nonblocking-consensus counts, tags 7302/7303) and of ranks sent data (tag 7301,
 answers included), and the same for the whole walk."""
 import sys
@@ -25,26 +28,33 @@ def stages(path):
 
 
 def walk(events, start):
-    result, current = [], None
-    run = 0
+    """The walk's stages after `start`: segments between Allreduces that hold an Ibarrier."""
+    segments, current = [], None
     for event in events[start:]:
         if event[0] == "C":
             if event[1] == "Allreduce":
-                run += 1
-                if run == 3:
-                    break
-                current = {"asked": set(), "data": set()}
-                result.append(current)
-            else:
-                run = 0
+                current = {"asked": set(), "data": set(), "consensus": False}
+                segments.append(current)
+                continue
+            if event[1] == "Ibarrier" and current is not None:
+                current["consensus"] = True
+                continue
+            break  # another collective: past the walk (the next stage of the evaluation)
+        if current is None:
             continue
-        run = 0
         dest, tag = int(event[1]), int(event[2])
         if tag in (7302, 7303):
             current["asked"].add(dest)
         elif tag == 7301:
             current["data"].add(dest)
-    return [s for s in result if s["asked"] or s["data"]]
+    result = []
+    for segment in segments:
+        if segment["consensus"]:
+            result.append(segment)
+        elif result:
+            break
+    # One consensus segment alone is the domain exchange after the splitters' Allgatherv.
+    return result if len(result) > 1 else []
 
 
 prefix, ranks = sys.argv[1], int(sys.argv[2])
