@@ -117,6 +117,86 @@ std::vector<std::size_t> partner_import_counts(Context const& context, std::vect
   return imports;
 }
 
+RowArrivals exchange_rows_with_counts(Context const& context, std::vector<std::size_t> const& send_counts,
+                                      std::vector<std::size_t> const& send_offsets, std::size_t row_bytes,
+                                      char const* send, std::function<char*(std::size_t)> const& room,
+                                      std::vector<std::size_t> const* send_to,
+                                      std::vector<std::size_t> const* receive_from) {
+  int const ranks = context.size(), rank = context.rank();
+  RowArrivals arrivals;
+  arrivals.counts.assign(ranks, 0);
+  arrivals.byte_offsets.assign(ranks, 0);
+  if (ranks == 1) return arrivals;
+  bool const consensus = send_to == nullptr;
+  // NBX: two tags, alternating, keep consecutive rounds apart (a rank is at most one round
+  // ahead). Known partners: every posted message has one receiver in this round, and the next
+  // round's messages to this rank follow requests it has not sent yet.
+  int const tag = consensus ? 7306 + static_cast<int>(context.next_round() % 2) : 7305;
+  MPI_Comm const comm = context.comm();
+  // Rows as one datatype: a message's count is its number of rows.
+  MPI_Datatype row;
+  MPI_Type_contiguous(static_cast<int>(row_bytes), MPI_BYTE, &row);
+  MPI_Type_commit(&row);
+  std::vector<MPI_Request> sends;
+  for (int peer = 0; peer < ranks; ++peer) {
+    if (peer == rank || (consensus ? send_counts[peer] == 0 : (*send_to)[peer] == 0)) continue;
+    sends.emplace_back();
+    char const* rows = send + send_offsets[peer] * row_bytes;
+    int const count = static_cast<int>(send_counts[peer]);
+    if (consensus)
+      MPI_Issend(rows, count, row, peer, tag, comm, &sends.back());
+    else
+      MPI_Isend(rows, count, row, peer, tag, comm, &sends.back());
+  }
+  std::size_t used = 0;
+  auto const receive = [&](MPI_Status const& status) {
+    int count = 0;
+    MPI_Get_count(&status, row, &count);
+    int const source = status.MPI_SOURCE;
+    std::size_t const bytes = std::size_t(count) * row_bytes;
+    char* const base = room(used + bytes);
+    MPI_Recv(base + used, count, row, source, tag, comm, MPI_STATUS_IGNORE);
+    arrivals.counts[source] = std::size_t(count);
+    arrivals.byte_offsets[source] = used;
+    used += bytes;
+  };
+  if (consensus) {
+    MPI_Request barrier = MPI_REQUEST_NULL;
+    bool in_barrier = false;
+    for (;;) {
+      int arrived = 0;
+      MPI_Status status;
+      MPI_Iprobe(MPI_ANY_SOURCE, tag, comm, &arrived, &status);
+      if (arrived) {
+        receive(status);
+        continue;
+      }
+      int done = 0;
+      if (!in_barrier) {
+        MPI_Testall(static_cast<int>(sends.size()), sends.data(), &done, MPI_STATUSES_IGNORE);
+        if (done) {
+          MPI_Ibarrier(comm, &barrier);
+          in_barrier = true;
+        }
+      } else {
+        MPI_Test(&barrier, &done, MPI_STATUS_IGNORE);
+        if (done) break;
+      }
+    }
+  } else {
+    int expected = 0;
+    for (int peer = 0; peer < ranks; ++peer) expected += peer != rank && (*receive_from)[peer] > 0 ? 1 : 0;
+    for (int k = 0; k < expected; ++k) {
+      MPI_Status status;
+      MPI_Probe(MPI_ANY_SOURCE, tag, comm, &status);
+      receive(status);
+    }
+    MPI_Waitall(static_cast<int>(sends.size()), sends.data(), MPI_STATUSES_IGNORE);
+  }
+  MPI_Type_free(&row);
+  return arrivals;
+}
+
 std::vector<std::size_t> offsets_of(std::vector<std::size_t> const& counts) {
   std::vector<std::size_t> offsets(counts.size() + 1, 0);
   for (std::size_t r = 0; r < counts.size(); ++r) offsets[r + 1] = offsets[r] + counts[r];

@@ -18,6 +18,8 @@
 #include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -64,6 +66,29 @@ std::vector<std::size_t> partner_import_counts(Context const& context, std::vect
 /// Exclusive prefix sums with the total as last entry.
 std::vector<std::size_t> offsets_of(std::vector<std::size_t> const& counts);
 
+/// Where the messages of exchange_rows_with_counts() landed: rows per source rank (zero for
+/// self and for ranks that sent nothing) and each source's first byte in the arrival buffer.
+struct RowArrivals {
+  std::vector<std::size_t> counts;
+  std::vector<std::size_t> byte_offsets;
+};
+
+/// \brief Sends rows whose counts travel with them: one message per partner holding all its
+/// rows (`row_bytes` each, rows [send_offsets[r], send_offsets[r + 1]) of `send` for rank r), so
+/// that a receiver learns a count from the message's size instead of from a message of its own.
+/// Partners unknown in advance (`send_to` null): a nonblocking consensus as import_counts()
+/// does, with the rows in the synchronous sends (ranks without rows get no message). Partners
+/// known (`send_to` / `receive_from` as for partner_import_counts()): a message, possibly empty,
+/// to each rank in `send_to` and one from each rank in `receive_from`, no barrier. Messages are
+/// received in arrival order into the buffer `room(bytes)` returns (at least `bytes` long, its
+/// earlier bytes kept). Messages of more than INT_MAX rows are not supported (kfmm's walk sends
+/// int-indexed rows). Collective (NBX) or over the partners (known).
+RowArrivals exchange_rows_with_counts(Context const& context, std::vector<std::size_t> const& send_counts,
+                                      std::vector<std::size_t> const& send_offsets, std::size_t row_bytes,
+                                      char const* send, std::function<char*(std::size_t)> const& room,
+                                      std::vector<std::size_t> const* send_to,
+                                      std::vector<std::size_t> const* receive_from);
+
 /// A View of `rows` rows shaped like `View` (rank 1, or rank 2 with `width` columns), zeroed.
 template <class View>
 View allocate_rows(std::string const& label, std::size_t rows, std::size_t width) {
@@ -77,10 +102,11 @@ View allocate_rows(std::string const& label, std::size_t rows, std::size_t width
 
 /// \brief Byte buffers kept for the life of the Kokkos session and grown on demand, so that
 /// repeated exchanges allocate nothing: device send/receive buffers and their page-locked host
-/// staging copies. Slot `which` (0: send, 1: receive) of `Space`. Released at Kokkos::finalize.
+/// staging copies. Slot `which` (0: send, 1: receive, 2: messages in arrival order) of `Space`.
+/// Released at Kokkos::finalize.
 template <class Space>
 struct ReusableBuffers {
-  Kokkos::View<char*, Space> buffers[2];
+  Kokkos::View<char*, Space> buffers[3];
 };
 template <class Space>
 Kokkos::View<char*, Space> reusable_buffer(int which, std::size_t bytes) {
@@ -89,12 +115,20 @@ Kokkos::View<char*, Space> reusable_buffer(int which, std::size_t bytes) {
   return buffer;
 }
 
-/// Frees slot 0 and 1 of `Space`; the next request allocates what it needs.
+/// Frees the slots of `Space`; the next request allocates what it needs.
 template <class Space>
 void release_reusable_buffers() {
   auto& scratch = session_scratch<ReusableBuffers<Space>>();
-  scratch.buffers[0] = Kokkos::View<char*, Space>();
-  scratch.buffers[1] = Kokkos::View<char*, Space>();
+  for (auto& buffer : scratch.buffers) buffer = Kokkos::View<char*, Space>();
+}
+
+/// Slot `which` of `Space` holding at least `bytes`, its first `kept` bytes kept.
+template <class Space>
+Kokkos::View<char*, Space> reusable_buffer_keeping(int which, std::size_t bytes, std::size_t kept) {
+  auto& buffer = session_scratch<ReusableBuffers<Space>>().buffers[which];
+  if (buffer.extent(0) == 0) buffer = Kokkos::View<char*, Space>("kfmm::exchange_plan::buffer", 0);
+  grow_appending(buffer, bytes, kept);
+  return buffer;
 }
 
 /// `count` elements of type T at the start of a reusable byte buffer.
@@ -243,12 +277,43 @@ class ExchangePlan {
     return ExchangePlan(context, destinations, n, max_message_bytes, &deferred_error, &earlier, false);
   }
 
+  /// \brief The deferred-check plan and its one exchange in one step, for a payload that goes
+  /// once (a walk level's requests): each partner gets one message holding its rows, and its
+  /// count travels with them (the receiver reads it from the message's size), so the exchange
+  /// costs one message per partner instead of a count and then the rows. `imports(rows)` is
+  /// called once the import count is known and returns the View (rank 1 or (n, k), the columns
+  /// of `exports`, at least `rows` rows) that receives the imports in import order. The plan
+  /// keeps its counts and order: reply_to() and within() plans can follow it, and further
+  /// exchanges along it. Errors as in the deferred-check constructor.
+  template <class ExportView, class Imports>
+  static ExchangePlan send_once(Context const& context, Kokkos::View<int const*, Memory> const& destinations,
+                                std::size_t n, ExportView const& exports, Imports const& imports,
+                                std::string& deferred_error) {
+    ExchangePlan plan(context, destinations, n, INT_MAX, &deferred_error, nullptr, false, true);
+    plan.send_with_counts(exports, imports, nullptr, nullptr);
+    return plan;
+  }
+
+  /// \brief reply_to() (deferred checks) and its one exchange in one step: one message, possibly
+  /// empty, to each rank that asked along `requests`, holding its rows; one from each rank asked.
+  /// `imports` as for send_once().
+  template <class ExportView, class Imports>
+  static ExchangePlan reply_once(Context const& context, ExchangePlan const& requests,
+                                 Kokkos::View<int const*, Memory> const& destinations, std::size_t n,
+                                 ExportView const& exports, Imports const& imports, std::string& deferred_error) {
+    ExchangePlan plan(context, destinations, n, INT_MAX, &deferred_error, &requests, true, true);
+    plan.send_with_counts(exports, imports, &requests.counts_.recv_counts, &requests.counts_.send_counts);
+    return plan;
+  }
+
  private:
   // `known`, when given, is the earlier plan whose partners carry the counts: its sources
   // (`answering`) or its destinations; errors are agreed in one Allreduce then.
+  // `with_data`: the import counts are left for send_with_counts(), which learns them from the
+  // messages.
   ExchangePlan(Context const& context, Kokkos::View<int const*, Memory> const& destinations, std::size_t n,
                std::size_t max_message_bytes, std::string* deferred_error, ExchangePlan const* known = nullptr,
-               bool answering = false)
+               bool answering = false, bool with_data = false)
       : context_(std::make_shared<Context const>(context)), comm_(context.comm()), rank_(context.rank()), num_elements_(n),
         max_message_bytes_(max_message_bytes) {
     if (max_message_bytes == 0 || max_message_bytes > std::size_t(INT_MAX))
@@ -285,6 +350,11 @@ class ExchangePlan {
     else if (!bad.empty() && report->empty())
       *report = bad;
     counts_.send_counts = built.counts;
+    self_first_ = built.self_first;
+    if (with_data) {
+      counts_.send_offsets = detail::offsets_of(counts_.send_counts);
+      return;
+    }
     if (known != nullptr) {
       counts_.recv_counts = detail::partner_import_counts(context, counts_.send_counts, *send_to, *receive_from);
       if (agree_once) agree_on_error(context, error);
@@ -293,9 +363,6 @@ class ExchangePlan {
     }
     counts_.send_offsets = detail::offsets_of(counts_.send_counts);
     counts_.recv_offsets = detail::offsets_of(counts_.recv_counts);
-    // The rows that stay on this rank, when they are one ascending run of elements (particles
-    // sorted by key and cut into key ranges): exchanges copy them directly, or not at all.
-    self_first_ = built.self_first;
   }
 
  public:
@@ -584,7 +651,9 @@ class ExchangePlan {
   mutable std::size_t bytes_sent_ = 0;
   mutable std::size_t bytes_received_ = 0;
   static constexpr std::size_t no_run = std::size_t(-1);
-  std::size_t self_first_ = no_run;  // the first element of the self rows' run, if they form one
+  // The first element of the self rows' run, when they form one ascending run of elements
+  // (particles sorted by key and cut into key ranges): exchanges copy them directly, or not at all.
+  std::size_t self_first_ = no_run;
 
   template <class View>
   static void check_rows(View const& view, std::size_t rows, char const* what) {
@@ -609,6 +678,87 @@ class ExchangePlan {
     };
     copy(0, self_begin);
     copy(self_end, rows);
+  }
+
+  // send_once() / reply_once(): packs every export (self rows included) in export order, sends
+  // the remote ones with their counts, orders the arrivals by source rank into the receive
+  // buffer (self rows from the send buffer) and unpacks them into imports(num_import()).
+  template <class ExportView, class Imports>
+  void send_with_counts(ExportView const& exports, Imports const& imports, std::vector<std::size_t> const* send_to,
+                        std::vector<std::size_t> const* receive_from) {
+    using T = typename ExportView::non_const_value_type;
+    check_rows(exports, num_elements_, "exports");
+    std::size_t const width = detail::columns(exports), row_bytes = width * sizeof(T);
+    int const self = rank_;
+    std::size_t const num_send = counts_.send_offsets.back();
+    std::size_t const send_self = counts_.send_offsets[self], send_self_end = counts_.send_offsets[self + 1];
+    execution_space space;
+    auto const send = detail::typed_buffer<T, Memory>(0, num_send * width);
+    detail::pack_rows(space, exports, export_order_, true, width, 0, num_send, send);
+    compat::fence(space, "kfmm::exchange_plan (rows packed before sending with counts)");
+    constexpr bool mpi_reaches_memory =
+        KFMM_ENABLE_GPU_AWARE_MPI || Kokkos::SpaceAccessibility<Kokkos::HostSpace, Memory>::accessible;
+    // MPI reads the rows where they are, or from page-locked host staging (the remote rows).
+    using MessageSpace = std::conditional_t<mpi_reaches_memory, Memory, compat::StagingSpace>;
+    char const* outgoing = reinterpret_cast<char const*>(send.data());
+    if constexpr (!mpi_reaches_memory) {
+      auto const send_host = detail::typed_buffer<T, compat::StagingSpace>(0, num_send * width);
+      copy_remote_rows(send_host, send, width, num_send, send_self, send_self_end);
+      outgoing = reinterpret_cast<char const*>(send_host.data());
+    }
+    std::size_t arrived_bytes = 0;
+    Kokkos::View<char*, MessageSpace> arrivals;
+    auto const room = [&](std::size_t bytes) {
+      arrivals = detail::reusable_buffer_keeping<MessageSpace>(2, bytes + 1, arrived_bytes);
+      arrived_bytes = bytes;
+      return arrivals.data();
+    };
+    detail::RowArrivals const arrived = detail::exchange_rows_with_counts(
+        *context_, counts_.send_counts, counts_.send_offsets, row_bytes, outgoing, room, send_to, receive_from);
+    if (arrivals.extent(0) == 0) arrivals = detail::reusable_buffer_keeping<MessageSpace>(2, 1, 0);
+    counts_.recv_counts = arrived.counts;
+    counts_.recv_counts[self] = send_self_end - send_self;
+    counts_.recv_offsets = detail::offsets_of(counts_.recv_counts);
+    std::size_t const num_recv = counts_.recv_offsets.back();
+    std::size_t const recv_self = counts_.recv_offsets[self];
+    bytes_sent_ = (num_send - (send_self_end - send_self)) * row_bytes;
+    bytes_received_ = (num_recv - counts_.recv_counts[self]) * row_bytes;
+    if (!KFMM_ENABLE_GPU_AWARE_MPI) count_host_device_bytes(bytes_sent_ + bytes_received_);
+
+    // The arrivals in source-rank order: the import order.
+    auto const recv = detail::typed_buffer<T, Memory>(1, num_recv * width);
+    auto const bytes_of = [](auto const& view, std::size_t begin, std::size_t count) {
+      using Space = typename std::decay_t<decltype(view)>::memory_space;
+      return Kokkos::View<char*, Space, Kokkos::MemoryUnmanaged>(reinterpret_cast<char*>(view.data()) + begin, count);
+    };
+    auto ordered = recv;
+    std::vector<int> sources;
+    for (int r = 0; r < int(arrived.counts.size()); ++r)
+      if (r != self && arrived.counts[r] > 0) sources.push_back(r);
+    if constexpr (mpi_reaches_memory) {
+      for (int r : sources) {
+        std::size_t const bytes = arrived.counts[r] * row_bytes;
+        copy_contiguous(space, bytes_of(recv, counts_.recv_offsets[r] * row_bytes, bytes),
+                        bytes_of(arrivals, arrived.byte_offsets[r], bytes));
+      }
+    } else {
+      // Ordered on the host (a few small copies), then one copy to the device.
+      auto const ordered_host = detail::typed_buffer<T, compat::StagingSpace>(1, num_recv * width);
+      for (int r : sources)
+        std::memcpy(reinterpret_cast<char*>(ordered_host.data()) + counts_.recv_offsets[r] * row_bytes,
+                    arrivals.data() + arrived.byte_offsets[r], arrived.counts[r] * row_bytes);
+      copy_remote_rows(recv, ordered_host, width, num_recv, recv_self, recv_self + counts_.recv_counts[self]);
+    }
+    if (send_self_end > send_self)
+      Kokkos::deep_copy(space, Kokkos::subview(recv, Kokkos::make_pair(recv_self * width, (recv_self + send_self_end - send_self) * width)),
+                        Kokkos::subview(send, Kokkos::make_pair(send_self * width, send_self_end * width)));
+    auto const target = imports(num_recv);
+    check_rows(target, num_recv, "imports");
+    if (detail::columns(target) != width)
+      fail("ExchangePlan: the export View '{}' has {} columns but the import View '{}' has {}", exports.label(), width,
+           target.label(), detail::columns(target));
+    detail::unpack_rows(space, ordered, export_order_, true, width, 0, num_recv, target);
+    compat::fence(space, "kfmm::exchange_plan (imports with counts unpacked)");
   }
 
   // Forward: slot j of the send buffer is element export_order_(j); received rows are imports.

@@ -462,9 +462,14 @@ NodeCodes DistributedTree::send_requests(ExecutionSpace const& space, Context co
         requests(i, 1) = static_cast<std::uint64_t>(node);
       });
   space.fence();
-  plan = ExchangePlan<MemorySpace>(context, destinations, count, pending_error_);
-  grow_work(asked_, plan.num_import());
-  plan.exchange(requests, asked_);
+  // One message per owner asked: its count travels with the requests.
+  plan = ExchangePlan<MemorySpace>::send_once(
+      context, destinations, count, requests,
+      [this](std::size_t rows) {
+        grow_work(asked_, rows);
+        return asked_;
+      },
+      pending_error_);
   bytes_sent_ += plan.bytes_sent();
   bytes_received_ += plan.bytes_received();
   return asked_;
@@ -914,10 +919,16 @@ bool DistributedTree::import_children(ExecutionSpace const& space, Context const
   pack_node_rows(space, tree, geometry, pass, to_pack, total, parents);
   int const address = static_cast<int>(packed_rows_.extent(1)) - address_columns;
   space.fence();
-  // The answers go to exactly the ranks that asked: their counts need no consensus.
-  auto const answer = ExchangePlan<MemorySpace>::reply_to(context, ask, destinations, total, pending_error_);
-  grow_work(received_rows_, answer.num_import(), packed_rows_.extent(1));
-  answer.exchange(packed_rows_, received_rows_);
+  // The answers go to exactly the ranks that asked: no consensus, and one message (possibly
+  // empty) to each, its count travelling with the rows.
+  std::size_t const columns = packed_rows_.extent(1);
+  auto const answer = ExchangePlan<MemorySpace>::reply_once(
+      context, ask, destinations, total, packed_rows_,
+      [this, columns](std::size_t rows) {
+        grow_work(received_rows_, rows, columns);
+        return received_rows_;
+      },
+      pending_error_);
   bytes_sent_ += answer.bytes_sent();
   bytes_received_ += answer.bytes_received();
 
@@ -1041,9 +1052,13 @@ PassParticles DistributedTree::import_leaf_particles(ExecutionSpace const& space
         }
       });
   space.fence();
-  auto const answer = ExchangePlan<MemorySpace>::reply_to(context, ask, destinations, total, error);
-  grow_work(received_leaf_rows_, answer.num_import(), width);
-  answer.exchange(rows, received_leaf_rows_);
+  auto const answer = ExchangePlan<MemorySpace>::reply_once(
+      context, ask, destinations, total, rows,
+      [this, width](std::size_t count) {
+        grow_work(received_leaf_rows_, count, width);
+        return received_leaf_rows_;
+      },
+      error);
   auto const received_rows = received_leaf_rows_;
   bytes_sent_ += answer.bytes_sent();
   bytes_received_ += answer.bytes_received();
