@@ -178,16 +178,17 @@ KOKKOS_INLINE_FUNCTION GridPoint hilbert_coordinates(std::uint64_t key) {
   return GridPoint{{x[0], x[1], x[2]}};
 }
 
+/// \brief Grid coordinate along axis k of coordinate x in `cube`, clamped to [0, 2^21 − 1]
+/// (NaN maps to 0).
+KOKKOS_INLINE_FUNCTION std::uint32_t grid_coordinate(BoundingCube const& cube, int k, double x) {
+  double const scale = double(std::uint64_t(1) << key_bits_per_axis) / cube.size;
+  double const t = (x - cube.corner[k]) * scale;
+  return t >= double(max_grid_coordinate) ? max_grid_coordinate : t >= 0 ? static_cast<std::uint32_t>(t) : 0u;
+}
+
 /// \brief Grid coordinates of a point in `cube`, clamped to [0, 2^21 − 1] (NaN maps to 0).
 KOKKOS_INLINE_FUNCTION GridPoint integer_coordinates(BoundingCube const& cube, double x, double y, double z) {
-  double const scale = double(std::uint64_t(1) << key_bits_per_axis) / cube.size;
-  double const point[3] = {x, y, z};
-  GridPoint grid{};
-  for (int k = 0; k < 3; ++k) {
-    double const t = (point[k] - cube.corner[k]) * scale;
-    grid[k] = t >= double(max_grid_coordinate) ? max_grid_coordinate : t >= 0 ? static_cast<std::uint32_t>(t) : 0u;
-  }
-  return grid;
+  return GridPoint{{grid_coordinate(cube, 0, x), grid_coordinate(cube, 1, y), grid_coordinate(cube, 2, z)}};
 }
 
 /// \brief Lowest grid corner of the level-`level` cell (0 ≤ level ≤ 21) that holds `key`:
@@ -215,15 +216,25 @@ void compute_keys_in_lanes(ExecutionSpace const& space, BoundingCube const& cube
         std::size_t const first = b * W;
         std::uint32_t gx[W], gy[W], gz[W];
         std::uint64_t block_keys[W];
-        for (int l = 0; l < W; ++l) {
-          std::size_t const i = first + l < n ? first + l : first;
-          GridPoint const grid = integer_coordinates(cube, pos(i, 0), pos(i, 1), pos(i, 2));
-          gx[l] = grid[0];
-          gy[l] = grid[1];
-          gz[l] = grid[2];
+        if (first + W <= n) {
+          // A full block: contiguous rows, no index clamp, so the conversion vectorises too.
+          for (int l = 0; l < W; ++l) gx[l] = grid_coordinate(cube, 0, pos(first + l, 0));
+          for (int l = 0; l < W; ++l) gy[l] = grid_coordinate(cube, 1, pos(first + l, 1));
+          for (int l = 0; l < W; ++l) gz[l] = grid_coordinate(cube, 2, pos(first + l, 2));
+        } else {
+          for (int l = 0; l < W; ++l) {
+            std::size_t const i = first + l < n ? first + l : first;
+            gx[l] = grid_coordinate(cube, 0, pos(i, 0));
+            gy[l] = grid_coordinate(cube, 1, pos(i, 1));
+            gz[l] = grid_coordinate(cube, 2, pos(i, 2));
+          }
         }
         hilbert_keys_lanes<W>(gx, gy, gz, block_keys);
-        for (int l = 0; l < W && first + l < n; ++l) keys(first + l) = block_keys[l];
+        if (first + W <= n) {
+          for (int l = 0; l < W; ++l) keys(first + l) = block_keys[l];
+        } else {
+          for (int l = 0; l < W && first + l < n; ++l) keys(first + l) = block_keys[l];
+        }
       });
 }
 

@@ -162,7 +162,8 @@ TEST(Hilbert, ComputeKeysMatchesTheScalarFunctions) {
 }
 
 // Both shapes of compute_keys (16 lanes per thread on CPUs, one thread per particle on GPUs)
-// give the same keys, also for a count that is not a multiple of the lane width and for NaN.
+// give the same keys, also for a count that is not a multiple of the lane width, for NaN and for
+// points outside the cube.
 TEST(Hilbert, LaneAndPerParticleShapesGiveTheSameKeys) {
   std::mt19937_64 random(13);
   std::normal_distribution<double> normal(0, 5);
@@ -172,6 +173,10 @@ TEST(Hilbert, LaneAndPerParticleShapesGiveTheSameKeys) {
   for (std::size_t i = 0; i < n + 3; ++i)
     for (int k = 0; k < 3; ++k) pos_host(i, k) = normal(random);
   pos_host(5, 1) = NAN;
+  // Outside the cube (clamped), in a full block of lanes and in the last, partial one.
+  pos_host(20, 0) = 1e3;
+  pos_host(21, 2) = -1e3;
+  pos_host(n - 2, 1) = 1e3;
   Kokkos::deep_copy(pos, pos_host);
   kfmm::ExecutionSpace space;
   double const lo[3] = {-40, -40, -40}, hi[3] = {40, 40, 40};
