@@ -11,9 +11,15 @@ nonblocking consensus's Ibarrier, so the walk is the first unbroken series of se
 Ibarrier: the Allreduces before it (the top tree's agreement, the shared cells' allowances) and
 the ones after it (the local stages, the statistics) have none. Per stage it prints, over
 ranks, the mean and largest number of
-ranks asked (nonblocking-consensus counts, tags 7302/7303) and of ranks sent data (tag 7301,
-answers included), and the same for the whole walk."""
+ranks asked (nonblocking-consensus messages: counts, or requests with their counts) and of ranks
+sent data (requests and answers, with or without their counts), and the same for the whole walk."""
 import sys
+
+# Tags of comm/exchange_plan.cpp: a consensus's counts (7302/7303, alternating rounds) or its
+# rows with their counts (7306/7307) ask a rank; rows (7301), rows with their counts (7306/7307)
+# and answers with their counts (7305) are data.
+ASKED = (7302, 7303, 7306, 7307)
+DATA = (7301, 7305, 7306, 7307)
 
 
 def stages(path):
@@ -43,9 +49,9 @@ def walk(events, start):
         if current is None:
             continue
         dest, tag = int(event[1]), int(event[2])
-        if tag in (7302, 7303):
+        if tag in ASKED:
             current["asked"].add(dest)
-        elif tag == 7301:
+        if tag in DATA:
             current["data"].add(dest)
     result = []
     for segment in segments:
