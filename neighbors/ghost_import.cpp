@@ -392,8 +392,18 @@ Ghosts<MemorySpace> import_ghosts(ExecutionSpace const& space, Context const& co
   ScalarView<int> destinations;
   Kokkos::View<detail::GhostRequest*, MemorySpace> requests;
   detail::make_requests(space, context, boxes, rank_boxes, per_rank, options, destinations, requests);
-  ExchangePlan<MemorySpace> const request_plan(context, destinations, destinations.extent(0));
-  auto const received = request_plan.exchange(requests);
+  // The requests go once: one message per owner asked, its count inside (a bad destination,
+  // a programming error, agreed right after).
+  std::string request_error;
+  Kokkos::View<detail::GhostRequest*, MemorySpace> received;
+  ExchangePlan<MemorySpace> const request_plan = ExchangePlan<MemorySpace>::send_once(
+      context, destinations, destinations.extent(0), requests,
+      [&received](std::size_t count) {
+        received = Kokkos::View<detail::GhostRequest*, MemorySpace>("kfmm::neighbors::received_requests", count);
+        return received;
+      },
+      request_error);
+  agree_on_error(context, request_error);
   auto const source = detail::ranks_of_blocks(request_plan.import_offsets(), "kfmm::neighbors::request_sources");
   ScalarView<std::uint64_t> answers;
   collectively(context, [&] {
@@ -404,7 +414,8 @@ Ghosts<MemorySpace> import_ghosts(ExecutionSpace const& space, Context const& co
   ScalarView<int> reply_ranks(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::neighbors::reply_ranks"),
                               answers.extent(0));
   detail::pack_replies(space, tree, local, answers, options, reply_ranks, packed);
-  ExchangePlan<MemorySpace> const reply_plan(context, reply_ranks, reply_ranks.extent(0));
+  // The answers go to the ranks that asked: their counts between those partners, no consensus.
+  auto const reply_plan = ExchangePlan<MemorySpace>::reply_to(context, request_plan, reply_ranks, reply_ranks.extent(0));
   Ghosts<MemorySpace> ghosts;
   ghosts.pos = reply_plan.exchange(packed.pos);
   ghosts.vel = reply_plan.exchange(packed.vel);
