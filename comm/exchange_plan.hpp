@@ -731,7 +731,6 @@ class ExchangePlan {
       using Space = typename std::decay_t<decltype(view)>::memory_space;
       return Kokkos::View<char*, Space, Kokkos::MemoryUnmanaged>(reinterpret_cast<char*>(view.data()) + begin, count);
     };
-    auto ordered = recv;
     std::vector<int> sources;
     for (int r = 0; r < int(arrived.counts.size()); ++r)
       if (r != self && arrived.counts[r] > 0) sources.push_back(r);
@@ -749,15 +748,16 @@ class ExchangePlan {
                     arrivals.data() + arrived.byte_offsets[r], arrived.counts[r] * row_bytes);
       copy_remote_rows(recv, ordered_host, width, num_recv, recv_self, recv_self + counts_.recv_counts[self]);
     }
-    if (send_self_end > send_self)
-      Kokkos::deep_copy(space, Kokkos::subview(recv, Kokkos::make_pair(recv_self * width, (recv_self + send_self_end - send_self) * width)),
+    std::size_t const stay = send_self_end - send_self;
+    if (stay > 0)
+      Kokkos::deep_copy(space, Kokkos::subview(recv, Kokkos::make_pair(recv_self * width, (recv_self + stay) * width)),
                         Kokkos::subview(send, Kokkos::make_pair(send_self * width, send_self_end * width)));
     auto const target = imports(num_recv);
     check_rows(target, num_recv, "imports");
     if (detail::columns(target) != width)
       fail("ExchangePlan: the export View '{}' has {} columns but the import View '{}' has {}", exports.label(), width,
            target.label(), detail::columns(target));
-    detail::unpack_rows(space, ordered, export_order_, true, width, 0, num_recv, target);
+    detail::unpack_rows(space, recv, export_order_, true, width, 0, num_recv, target);
     compat::fence(space, "kfmm::exchange_plan (imports with counts unpacked)");
   }
 
