@@ -3,6 +3,7 @@
 #include <kfmm/core/format.hpp>
 
 #include <algorithm>
+#include <functional>
 
 namespace kfmm::detail {
 
@@ -43,6 +44,39 @@ std::string bad_destination_error(std::size_t element, int destination, int rank
                      element, destination);
 }
 
+namespace {
+
+// The receiving side of a nonblocking consensus (NBX): hands every message of `tag` to
+// `receive` as it arrives, enters a nonblocking barrier once this rank's synchronous `sends`
+// are matched, and returns when the barrier completes (then every message has arrived).
+void finish_consensus(MPI_Comm comm, int tag, std::vector<MPI_Request>& sends,
+                      std::function<void(MPI_Status const&)> const& receive) {
+  MPI_Request barrier = MPI_REQUEST_NULL;
+  bool in_barrier = false;
+  for (;;) {
+    int arrived = 0;
+    MPI_Status status;
+    MPI_Iprobe(MPI_ANY_SOURCE, tag, comm, &arrived, &status);
+    if (arrived) {
+      receive(status);
+      continue;
+    }
+    int done = 0;
+    if (!in_barrier) {
+      MPI_Testall(static_cast<int>(sends.size()), sends.data(), &done, MPI_STATUSES_IGNORE);
+      if (done) {
+        MPI_Ibarrier(comm, &barrier);
+        in_barrier = true;
+      }
+    } else {
+      MPI_Test(&barrier, &done, MPI_STATUS_IGNORE);
+      if (done) return;
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<std::size_t> import_counts(Context const& context, std::vector<std::size_t> const& export_counts) {
   int const ranks = context.size(), rank = context.rank();
   std::vector<std::size_t> imports(ranks, 0);
@@ -61,30 +95,11 @@ std::vector<std::size_t> import_counts(Context const& context, std::vector<std::
     sends.emplace_back();
     MPI_Issend(&values.back(), 1, MPI_UINT64_T, peer, tag, comm, &sends.back());
   }
-  MPI_Request barrier = MPI_REQUEST_NULL;
-  bool in_barrier = false;
-  for (;;) {
-    int arrived = 0;
-    MPI_Status status;
-    MPI_Iprobe(MPI_ANY_SOURCE, tag, comm, &arrived, &status);
-    if (arrived) {
-      std::uint64_t value = 0;
-      MPI_Recv(&value, 1, MPI_UINT64_T, status.MPI_SOURCE, tag, comm, MPI_STATUS_IGNORE);
-      imports[status.MPI_SOURCE] = static_cast<std::size_t>(value);
-      continue;
-    }
-    int done = 0;
-    if (!in_barrier) {
-      MPI_Testall(static_cast<int>(sends.size()), sends.data(), &done, MPI_STATUSES_IGNORE);
-      if (done) {
-        MPI_Ibarrier(comm, &barrier);
-        in_barrier = true;
-      }
-    } else {
-      MPI_Test(&barrier, &done, MPI_STATUS_IGNORE);
-      if (done) break;
-    }
-  }
+  finish_consensus(comm, tag, sends, [&](MPI_Status const& status) {
+    std::uint64_t value = 0;
+    MPI_Recv(&value, 1, MPI_UINT64_T, status.MPI_SOURCE, tag, comm, MPI_STATUS_IGNORE);
+    imports[status.MPI_SOURCE] = static_cast<std::size_t>(value);
+  });
   return imports;
 }
 
@@ -161,28 +176,7 @@ RowArrivals exchange_rows_with_counts(Context const& context, std::vector<std::s
     used += bytes;
   };
   if (consensus) {
-    MPI_Request barrier = MPI_REQUEST_NULL;
-    bool in_barrier = false;
-    for (;;) {
-      int arrived = 0;
-      MPI_Status status;
-      MPI_Iprobe(MPI_ANY_SOURCE, tag, comm, &arrived, &status);
-      if (arrived) {
-        receive(status);
-        continue;
-      }
-      int done = 0;
-      if (!in_barrier) {
-        MPI_Testall(static_cast<int>(sends.size()), sends.data(), &done, MPI_STATUSES_IGNORE);
-        if (done) {
-          MPI_Ibarrier(comm, &barrier);
-          in_barrier = true;
-        }
-      } else {
-        MPI_Test(&barrier, &done, MPI_STATUS_IGNORE);
-        if (done) break;
-      }
-    }
+    finish_consensus(comm, tag, sends, receive);
   } else {
     int expected = 0;
     for (int peer = 0; peer < ranks; ++peer) expected += peer != rank && (*receive_from)[peer] > 0 ? 1 : 0;

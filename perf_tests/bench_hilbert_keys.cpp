@@ -4,25 +4,17 @@
 #include <kfmm/core/hilbert.hpp>
 #include <kfmm/core/sort.hpp>
 
+#include "clumped_positions.hpp"
+
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
-#include <random>
 
 namespace {
 
-// Gaussian clumps of width 1 at 30·N(0,1); `sorted`: rows in Hilbert key order.
+// Clumped positions (clumped_positions.hpp); `sorted`: rows in Hilbert key order.
 kfmm::Vec3View<double> key_bench_positions(std::size_t n, bool sorted, kfmm::BoundingCube& cube) {
-  kfmm::Vec3View<double> pos("kfmm::bench::pos", n);
-  auto host = Kokkos::create_mirror_view(pos);
-  std::mt19937_64 random(5);
-  std::normal_distribution<double> normal(0, 1);
-  double centres[20][3];
-  for (auto& centre : centres)
-    for (double& c : centre) c = 30 * normal(random);
-  for (std::size_t i = 0; i < n; ++i)
-    for (int k = 0; k < 3; ++k) host(i, k) = centres[i % 20][k] + normal(random);
-  Kokkos::deep_copy(pos, host);
+  auto const pos = kfmm::bench::clumped_positions(n, 5);
   kfmm::ExecutionSpace space;
   double lo[3], hi[3];
   kfmm::compute_bounds(space, pos, n, lo, hi);

@@ -7,6 +7,8 @@
 #include <kfmm/core/hilbert.hpp>
 #include <kfmm/core/sort.hpp>
 
+#include "clumped_positions.hpp"
+
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -26,20 +28,7 @@ Keys random_keys(std::size_t n) {
   return keys;
 }
 
-// Gaussian clumps of width 1 at 30·N(0,1), as in jz-fmm's examples.
-kfmm::Vec3View<double> clumped_positions(std::size_t n) {
-  kfmm::Vec3View<double> pos("kfmm::bench::pos", n);
-  auto host = Kokkos::create_mirror_view(pos);
-  std::mt19937_64 random(2);
-  std::normal_distribution<double> normal(0, 1);
-  double centres[20][3];
-  for (auto& centre : centres)
-    for (double& c : centre) c = 30 * normal(random);
-  for (std::size_t i = 0; i < n; ++i)
-    for (int k = 0; k < 3; ++k) host(i, k) = centres[i % 20][k] + normal(random);
-  Kokkos::deep_copy(pos, host);
-  return pos;
-}
+kfmm::Vec3View<double> clumped_positions(std::size_t n) { return kfmm::bench::clumped_positions(n, 2); }
 
 Keys clumped_hilbert_keys(std::size_t n) {
   auto const pos = clumped_positions(n);

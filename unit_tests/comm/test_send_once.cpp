@@ -68,6 +68,18 @@ class SendOnceTest : public testing::Test {
     EXPECT_EQ(differ, 0u) << "first differing row " << first << " of " << count;
   }
 
+  // send_once of round_rows()' rows into `asked` (sized by the import count).
+  ExchangePlan<Memory> ask_once(std::vector<int> const& destinations, Rows const& rows, Rows& asked,
+                                std::string& deferred) {
+    return ExchangePlan<Memory>::send_once(
+        context, device_view(destinations, "destinations"), destinations.size(), rows,
+        [&asked](std::size_t count) {
+          asked = Rows("kfmm::test::asked", count, 2);
+          return asked;
+        },
+        deferred);
+  }
+
   static void expect_same_counts(ExchangePlan<Memory> const& got, ExchangePlan<Memory> const& expected) {
     EXPECT_EQ(got.import_counts(), expected.import_counts());
     EXPECT_EQ(got.import_offsets(), expected.import_offsets());
@@ -108,13 +120,7 @@ TEST_F(SendOnceTest, RepliesEqualReplyToAndItsExchangeRoundAfterRound) {
     round_rows(round, destinations, rows);
     std::string deferred;
     Rows asked;
-    auto const ask = ExchangePlan<Memory>::send_once(
-        context, device_view(destinations, "destinations"), destinations.size(), rows,
-        [&asked](std::size_t count) {
-          asked = Rows("kfmm::test::asked", count, 2);
-          return asked;
-        },
-        deferred);
+    auto const ask = ask_once(destinations, rows, asked, deferred);
     // Answer each request with (label mod 3) rows to its source.
     auto const asked_host = on_host(asked);
     std::vector<int> answer_ranks;
@@ -164,13 +170,7 @@ TEST_F(SendOnceTest, ReplyOnceDropsAnAnswerToARankThatDidNotAsk) {
   round_rows(0, destinations, rows);
   std::string deferred;
   Rows asked;
-  auto const ask = ExchangePlan<Memory>::send_once(
-      context, device_view(destinations, "destinations"), destinations.size(), rows,
-      [&asked](std::size_t count) {
-        asked = Rows("kfmm::test::asked", count, 2);
-        return asked;
-      },
-      deferred);
+  auto const ask = ask_once(destinations, rows, asked, deferred);
   // One row to each rank that asked; the last rank also answers rank 1, which sent nothing.
   std::vector<int> answer_ranks;
   for (int r = 0; r < ranks; ++r)
