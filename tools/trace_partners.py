@@ -2,7 +2,7 @@
 """Which stage of the last force evaluation sends to whom, from tools/mpi_calls.c traces
 (MPI_CALLS_TRACE=PREFIX; run `kfmm bench --repeat 1 --samples 0` under it):
 
-  tools/trace_partners.py PREFIX RANKS
+  tools/trace_partners.py PREFIX RANKS [RANK ...]
 
 The last evaluation's walk starts after its top-tree Allgatherv (the last Allgatherv followed by
 an Allreduce whose walk is found). Allreduces split the calls after it into segments; every walk
@@ -12,7 +12,9 @@ Ibarrier: the Allreduces before it (the top tree's agreement, the shared cells' 
 the ones after it (the local stages, the statistics) have none. Per stage it prints, over
 ranks, the mean and largest number of
 ranks asked (nonblocking-consensus messages: counts, or requests with their counts) and of ranks
-sent data (requests and answers, with or without their counts), and the same for the whole walk."""
+sent data (requests and answers, with or without their counts), and the same for the whole walk.
+Each RANK named after RANKS gets its own lines: per stage, the ranks it asked and sent data to
+(to see which stage makes a rank's partners many)."""
 import sys
 
 # Tags of comm/exchange_plan.cpp: a consensus's counts (7302/7303, alternating rounds) or its
@@ -64,6 +66,7 @@ def walk(events, start):
 
 
 prefix, ranks = sys.argv[1], int(sys.argv[2])
+shown = [int(r) for r in sys.argv[3:]]
 per_rank = [stages("{}.{}".format(prefix, r)) for r in range(ranks)]
 levels = max(len(s) for s in per_rank)
 print("| stage | ranks asked (mean / max) | ranks sent data (mean / max) |")
@@ -75,3 +78,9 @@ for level in range(levels):
                                                        max(data)))
 union = [set().union(*[x["asked"] | x["data"] for x in s]) if s else set() for s in per_rank]
 print("| all | {:.1f} / {} (asked or sent to) | |".format(sum(len(u) for u in union) / ranks, max(len(u) for u in union)))
+for r in shown:
+    s = per_rank[r]
+    print("\nrank {}: {} ranks asked or sent to in the walk".format(r, len(union[r])))
+    for level, x in enumerate(s):
+        print("  stage {}: asked {} {}; sent data {} {}".format(level + 1, len(x["asked"]), sorted(x["asked"]),
+                                                            len(x["data"]), sorted(x["data"])))

@@ -62,7 +62,7 @@ def run(args, ranks, n, ic, repeat, log):
             command = mpirun + [args.kfmm, "run", run_file]
         else:
             command = mpirun + [args.kfmm, "bench", "--ic", ic, "--n", str(n), "--repeat", str(repeat), "--samples",
-                                str(args.samples), "--json"]
+                                str(args.samples), "--json"] + args.bench_args.split()
         done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=work)
     log.write("$ {}\n{}\n{}\n".format(" ".join(command), done.stdout, done.stderr))
     log.flush()
@@ -84,6 +84,9 @@ def main():
     parser.add_argument("--repeat", type=int, nargs=2, default=[1, 3], metavar=("A", "B"))
     parser.add_argument("--samples", type=int, default=100, help="accuracy targets of kfmm bench")
     parser.add_argument("--run", action="store_true", help="count steps of kfmm run instead of evaluations")
+    parser.add_argument("--bench-args", default="", help="more arguments of kfmm bench, e.g. \"--mac angle --theta 0.6\"")
+    parser.add_argument("--most-connected", type=int, default=0, metavar="M",
+                        help="also print the M ranks with the most partners (rank:partners)")
     parser.add_argument("--log", default="weak_scaling.log")
     args = parser.parse_args()
     args.kfmm = os.path.abspath(args.kfmm)
@@ -120,6 +123,11 @@ def main():
                       .format(ic, ranks, n, most("collectives"), mean("messages"), most("messages"), mean("partners"),
                               most("partners"), mean("bytes") / 1e6, most("bytes") / 1e6, most("gathered") / 1e3, hd,
                               imported), flush=True)
+                if args.most_connected > 0:
+                    ranked = sorted(range(len(rows)), key=lambda r: -rows[r]["partners"])[:args.most_connected]
+                    median = sorted(row["partners"] for row in rows)[len(rows) // 2]
+                    print("<!-- {} R={}: most connected {}; median {} -->".format(
+                        ic, ranks, " ".join("{}:{}".format(r, rows[r]["partners"]) for r in ranked), median), flush=True)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 laid out as kfmm's distributed evaluation calls them: the domain phase (its exchange holds a
 consensus too), the top tree's Allgatherv followed by several Allreduces, walk levels of one
 Allreduce and one consensus each (a level may send nothing), statistics after the walk. The
-table must describe the second evaluation's walk, level by level.
+table must describe the second evaluation's walk, level by level, and rank 1's own lines its
+stages' destinations.
 
   test_trace_partners.py SOURCE_DIR"""
 import os
@@ -40,6 +41,12 @@ def main():
                         "| 4 | 0.5 / 1 | 0.5 / 1 |", "| all | 1.0 / 1 (asked or sent to) | |"],
                 True: ["| 1 | 0.0 / 0 | 0.0 / 0 |", "| 2 | 0.5 / 1 | 1.0 / 1 |", "| 3 | 1.0 / 1 | 1.0 / 1 |",
                        "| 4 | 0.5 / 1 | 1.0 / 1 |", "| all | 1.0 / 1 (asked or sent to) | |"]}
+    rank_one = {False: ["", "rank 1: 1 ranks asked or sent to in the walk", "  stage 1: asked 0 []; sent data 0 []",
+                        "  stage 2: asked 0 []; sent data 1 [0]", "  stage 3: asked 1 [0]; sent data 1 [0]",
+                        "  stage 4: asked 1 [0]; sent data 0 []"],
+                True: ["", "rank 1: 1 ranks asked or sent to in the walk", "  stage 1: asked 0 []; sent data 0 []",
+                       "  stage 2: asked 0 []; sent data 1 [0]", "  stage 3: asked 1 [0]; sent data 1 [0]",
+                       "  stage 4: asked 1 [0]; sent data 1 [0]"]}
     for with_counts in (False, True):
         with tempfile.TemporaryDirectory() as work:
             prefix = os.path.join(work, "trace")
@@ -49,13 +56,13 @@ def main():
                 calls += ["C Gather", "C Allreduce", "C Allgather"] + ["C Allgatherv"] * 4 + ["C Allreduce"]
                 with open("{}.{}".format(prefix, rank), "w") as out:
                     out.write("\n".join(calls) + "\n")
-            table = subprocess.run([sys.executable, tool, prefix, "2"], check=True, capture_output=True,
+            table = subprocess.run([sys.executable, tool, prefix, "2", "1"], check=True, capture_output=True,
                                    text=True).stdout.splitlines()
-        if table[2:] != expected[with_counts]:
+        if table[2:] != expected[with_counts] + rank_one[with_counts]:
             print("trace_partners.py (counts with the rows: {}) printed:\n".format(with_counts) + "\n".join(table) +
-                  "\nexpected rows:\n" + "\n".join(expected[with_counts]))
+                  "\nexpected rows:\n" + "\n".join(expected[with_counts] + rank_one[with_counts]))
             return 1
-    print("trace_partners.py: the last walk's four stages found, counts apart or with the rows")
+    print("trace_partners.py: the last walk's four stages found, counts apart or with the rows; rank 1's stages")
     return 0
 
 
