@@ -67,6 +67,10 @@ def walk(events, start):
 
 prefix, ranks = sys.argv[1], int(sys.argv[2])
 shown = [int(r) for r in sys.argv[3:]]
+for r in shown:
+    if not 0 <= r < ranks:
+        sys.exit("trace_partners.py: rank {} is not one of the {} ranks (0 to {}); name ranks below RANKS".format(
+            r, ranks, ranks - 1))
 per_rank = [stages("{}.{}".format(prefix, r)) for r in range(ranks)]
 levels = max(len(s) for s in per_rank)
 print("| stage | ranks asked (mean / max) | ranks sent data (mean / max) |")
