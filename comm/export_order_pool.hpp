@@ -4,6 +4,7 @@
 /// session, so that the plans a solver builds at every step (the decomposition's, one per walk
 /// level, the answers') take the orders of the plans of earlier steps instead of allocating
 /// their own.
+#include <kfmm/core/huge_pages.hpp>
 #include <kfmm/core/session_scratch.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -30,7 +31,8 @@ struct ExportOrderPool {
   Order lend(std::size_t n) {
     std::size_t const best = shortest_free(n);
     if (best < orders.size()) return orders[best];
-    Order fresh(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::exchange_plan::export_order"), n + n / 8);
+    // Kept for the session: large ones on huge pages before their first touch (allocate_kept).
+    Order fresh = allocate_kept<Order>("kfmm::exchange_plan::export_order", n + n / 8);
     if (orders.size() >= max_orders) {
       std::size_t const smallest = shortest_free(0);
       if (smallest < orders.size()) orders.erase(orders.begin() + static_cast<std::ptrdiff_t>(smallest));

@@ -4,6 +4,7 @@
 #include <kfmm/core/error.hpp>
 #include <kfmm/core/space_copy.hpp>
 #include <kfmm/core/types.hpp>
+#include <kfmm/core/view_growth.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -166,10 +167,10 @@ struct Particles {
 
  private:
   void reallocate(std::size_t capacity) {
-    Kokkos::resize(pos, capacity);
-    Kokkos::resize(vel, capacity);
-    Kokkos::resize(mass, capacity);
-    Kokkos::resize(id, capacity);
+    resize_kept(pos, capacity);
+    resize_kept(vel, capacity);
+    resize_kept(mass, capacity);
+    resize_kept(id, capacity);
   }
 };
 

@@ -63,6 +63,21 @@ void grow_preserving(View& view, std::size_t n) {
   Kokkos::deep_copy(detail::row_range(view, old, view.extent(0)), typename View::value_type{});
 }
 
+/// Makes `view` exactly `n` rows, keeping its first min(n, extent) rows and value-initialising
+/// the others, as Kokkos::resize does, but with a large host View on huge pages before its first
+/// touch (allocate_kept): for Views that live as long as a run, such as the particles, whose
+/// growth in a run's first decomposition otherwise pays a page fault per 4 KiB.
+template <class View>
+void resize_kept(View& view, std::size_t n) {
+  std::size_t const old = view.extent(0);
+  if (old == n) return;
+  View next = allocate_kept<View>(view.label(), n);
+  std::size_t const kept = old < n ? old : n;
+  if (kept > 0) Kokkos::deep_copy(detail::row_range(next, 0, kept), detail::row_range(view, 0, kept));
+  if (n > kept) Kokkos::deep_copy(detail::row_range(next, kept, n), typename View::value_type{});
+  view = next;
+}
+
 /// Makes `view` hold at least `n` rows, discarding its content: for scratch that is rewritten
 /// before it is read. The old View is freed before the new one is allocated (the peak stays one
 /// View) and the new one is not initialised (no pass over memory that is about to be written).

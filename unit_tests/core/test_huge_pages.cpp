@@ -1,7 +1,9 @@
 // allocate_large: the extents asked for, and the interior of a large host View marked for
 // transparent huge pages (VmFlags "hg" in /proc/self/smaps) while small Views are left alone;
-// the same for the work Views that grow_preserving / grow_discarding grow from 4 MiB on.
+// the same for the work Views that grow_preserving / grow_discarding grow from 4 MiB on, and for
+// the particles when they grow (a run's first decomposition).
 #include <kfmm/core/huge_pages.hpp>
+#include <kfmm/core/particles.hpp>
 #include <kfmm/core/types.hpp>
 #include <kfmm/core/view_growth.hpp>
 
@@ -82,6 +84,29 @@ TEST_F(HugePagesTest, GrownKeptHostViewsAreMarkedFromTheirOwnThreshold) {
   kfmm::ScalarView<double> small;
   kfmm::grow_discarding(small, 1000, "small");
   EXPECT_EQ(mapping_flags(small.data()).find(" hg"), std::string::npos);
+}
+
+TEST_F(HugePagesTest, GrownParticlesAreMarkedAndKeepTheirRows) {
+  if (!std::is_same<kfmm::MemorySpace, Kokkos::HostSpace>::value) GTEST_SKIP() << "device memory is never advised";
+  if (!transparent_huge_pages_available()) GTEST_SKIP() << "this kernel offers no transparent huge pages";
+  kfmm::Particles<Kokkos::HostSpace> particles(4);
+  particles.num = 4;
+  for (int i = 0; i < 4; ++i) {
+    for (int a = 0; a < 3; ++a) particles.pos(i, a) = i + 0.25 * a;
+    particles.mass(i) = 1.0 + i;
+    particles.id(i) = 100 + i;
+  }
+  std::size_t const rows = (kfmm::kept_huge_page_min_bytes + (std::size_t(4) << 20)) / sizeof(double);
+  particles.reserve(rows);
+  ASSERT_GE(particles.capacity(), rows);
+  EXPECT_NE(mapping_flags(particles.pos.data() + 3 * rows / 2).find(" hg"), std::string::npos);
+  EXPECT_NE(mapping_flags(particles.mass.data() + rows / 2).find(" hg"), std::string::npos);
+  for (int i = 0; i < 4; ++i) {
+    for (int a = 0; a < 3; ++a) EXPECT_EQ(particles.pos(i, a), i + 0.25 * a);
+    EXPECT_EQ(particles.mass(i), 1.0 + i);
+    EXPECT_EQ(particles.id(i), std::uint64_t(100 + i));
+  }
+  EXPECT_EQ(particles.mass(rows - 1), 0.0);  // new rows value-initialised, as before
 }
 
 }  // namespace

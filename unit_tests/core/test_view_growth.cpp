@@ -1,4 +1,4 @@
-// grow_preserving / grow_appending / grow_discarding: content kept (all of it, or the rows in
+// grow_preserving / grow_appending / grow_discarding / resize_kept: content kept (all of it, or the rows in
 // use) and new rows value-initialised where promised (as Kokkos::resize left them) for Views of
 // rank 1 and 2, labels kept, slack as documented (their huge pages: test_huge_pages.cpp).
 #include <kfmm/core/types.hpp>
@@ -98,6 +98,25 @@ TEST_F(ViewGrowthTest, DiscardingGrowsWithSlackAndTheNewLabel) {
   EXPECT_EQ(view.label(), "scratch");
   kfmm::grow_discarding(view, 50, "other", 4);  // room enough: kept as it is
   EXPECT_EQ(view.label(), "scratch");
+}
+
+TEST_F(ViewGrowthTest, ResizeKeptGivesTheExactRowsKeepsAndZeroesAsKokkosResize) {
+  auto view = numbered_positions(6);
+  kfmm::resize_kept(view, 9);  // grows: rows 0-5 kept, 6-8 zero, no slack
+  ASSERT_EQ(view.extent(0), 9u);
+  EXPECT_EQ(view.label(), "positions");
+  auto const grown = expect_numbered_rows(view, 6);
+  for (int i = 6; i < 9; ++i)
+    for (int a = 0; a < 3; ++a) EXPECT_EQ(grown(i, a), 0.0) << i << " " << a;
+  kfmm::resize_kept(view, 4);  // shrinks: the first rows kept
+  ASSERT_EQ(view.extent(0), 4u);
+  expect_numbered_rows(view, 4);
+  kfmm::Vec3View<double> empty;
+  kfmm::resize_kept(empty, 3);
+  ASSERT_EQ(empty.extent(0), 3u);
+  auto const zeroed = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), empty);
+  for (int i = 0; i < 3; ++i)
+    for (int a = 0; a < 3; ++a) EXPECT_EQ(zeroed(i, a), 0.0);
 }
 
 }  // namespace
