@@ -1,6 +1,7 @@
-// grow_preserving / grow_appending / grow_discarding / resize_kept: content kept (all of it, or the rows in
-// use) and new rows value-initialised where promised (as Kokkos::resize left them) for Views of
-// rank 1 and 2, labels kept, slack as documented (their huge pages: test_huge_pages.cpp).
+// grow_preserving / grow_appending / grow_discarding / resize_kept: content kept (all of it, or
+// the rows in use) and new rows value-initialised where promised (as Kokkos::resize left them)
+// for Views of rank 1 and 2, labels kept, slack as documented (their huge pages:
+// test_huge_pages.cpp).
 #include <kfmm/core/types.hpp>
 #include <kfmm/core/view_growth.hpp>
 
