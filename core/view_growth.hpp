@@ -51,18 +51,6 @@ void grow_appending(View& view, std::size_t n, std::size_t kept) {
   view = next;
 }
 
-/// Makes `view` hold at least `n` rows, keeping its content (new rows value-initialised, as
-/// Kokkos::resize leaves them); grows as detail::grown_rows says. A growth is rare, so large
-/// host Views go on huge pages before their first touch (allocate_kept): the first call of a run
-/// (or of a bigger problem) otherwise pays a page fault per 4 KiB for every list it fills.
-template <class View>
-void grow_preserving(View& view, std::size_t n) {
-  std::size_t const old = view.extent(0);
-  if (old >= n) return;
-  grow_appending(view, n, old);
-  Kokkos::deep_copy(detail::row_range(view, old, view.extent(0)), typename View::value_type{});
-}
-
 /// Makes `view` exactly `n` rows, keeping its first min(n, extent) rows and value-initialising
 /// the others, as Kokkos::resize does, but with a large host View on huge pages before its first
 /// touch (allocate_kept): for Views that live as long as a run, such as the particles, whose
@@ -76,6 +64,16 @@ void resize_kept(View& view, std::size_t n) {
   if (kept > 0) Kokkos::deep_copy(detail::row_range(next, 0, kept), detail::row_range(view, 0, kept));
   if (n > kept) Kokkos::deep_copy(detail::row_range(next, kept, n), typename View::value_type{});
   view = next;
+}
+
+/// Makes `view` hold at least `n` rows, keeping its content (new rows value-initialised, as
+/// Kokkos::resize leaves them); grows as detail::grown_rows says. A growth is rare, so large
+/// host Views go on huge pages before their first touch (resize_kept): the first call of a run
+/// (or of a bigger problem) otherwise pays a page fault per 4 KiB for every list it fills.
+template <class View>
+void grow_preserving(View& view, std::size_t n) {
+  std::size_t const old = view.extent(0);
+  if (old < n) resize_kept(view, detail::grown_rows(old, n));
 }
 
 /// Makes `view` hold at least `n` rows, discarding its content: for scratch that is rewritten

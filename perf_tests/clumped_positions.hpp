@@ -1,14 +1,16 @@
 #pragma once
-// Benchmark particles: 20 Gaussian clumps of width 1 at 30·N(0,1), as in jz-fmm's examples.
+// Benchmark particles: 20 Gaussian clumps of width 1 at 30·N(0,1), as in jz-fmm's examples
+// (also the clumped keys of unit_tests/core/test_sort.cpp).
 #include <kfmm/core/types.hpp>
 
 #include <Kokkos_Core.hpp>
 
+#include <cstdint>
 #include <random>
 
 namespace kfmm::bench {
 
-inline Vec3View<double> clumped_positions(std::size_t n, unsigned seed) {
+inline Vec3View<double> clumped_positions(std::size_t n, std::uint64_t seed) {
   Vec3View<double> pos("kfmm::bench::pos", n);
   auto host = Kokkos::create_mirror_view(pos);
   std::mt19937_64 random(seed);

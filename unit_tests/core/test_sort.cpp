@@ -1,6 +1,8 @@
 #include <kfmm/core/hilbert.hpp>
 #include <kfmm/core/sort.hpp>
 
+#include "../../perf_tests/clumped_positions.hpp"  // the benchmarks' clumps, shared
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -495,16 +497,7 @@ TEST(Sort, DisplacedPathMatchesStableSort) {
 // Hilbert keys of clumped points (20 Gaussian clumps of width 1) in the key order of the points
 // before they drifted by `drift` (Gaussian, per axis): what the solver sorts after a step.
 std::vector<std::uint64_t> drifted_hilbert_keys(std::size_t n, double drift, std::uint64_t seed) {
-  kfmm::Vec3View<double> pos("pos", n);
-  auto host = Kokkos::create_mirror_view(pos);
-  std::mt19937_64 random(seed);
-  std::normal_distribution<double> normal(0, 1);
-  double centres[20][3];
-  for (auto& centre : centres)
-    for (double& c : centre) c = 30 * normal(random);
-  for (std::size_t i = 0; i < n; ++i)
-    for (int k = 0; k < 3; ++k) host(i, k) = centres[i % 20][k] + normal(random);
-  Kokkos::deep_copy(pos, host);
+  auto const pos = kfmm::bench::clumped_positions(n, seed);
   kfmm::ExecutionSpace space;
   double lo[3], hi[3];
   kfmm::compute_bounds(space, pos, n, lo, hi);
@@ -516,6 +509,8 @@ std::vector<std::uint64_t> drifted_hilbert_keys(std::size_t n, double drift, std
   auto const by_key = to_vector(order);
   kfmm::Vec3View<double> drifted("drifted", n);
   auto moved = Kokkos::create_mirror_view(drifted);
+  auto const host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), pos);
+  std::mt19937_64 random(seed + 3);
   std::normal_distribution<double> step(0, drift);
   for (std::size_t i = 0; i < n; ++i)
     for (int k = 0; k < 3; ++k) moved(i, k) = host(by_key[i], k) + step(random);
