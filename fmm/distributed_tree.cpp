@@ -848,6 +848,7 @@ int DistributedTree::assemble_top_tree(ExecutionSpace const& space, Context cons
         });
   }
   imported_nodes_ = 0;
+  linked_count_ = 0;  // a new top tree: no remote leaf has particles
   return top_index.count(1) ? top_index.at(1) : 0;
 }
 
@@ -1002,6 +1003,17 @@ PassParticles DistributedTree::import_leaf_particles(ExecutionSpace const& space
   pending_error_.clear();
   ScalarView<int> wanted;
   try {
+    // The leaves of an earlier import (the estimating walk's) would otherwise keep rows that
+    // this import overwrites, and the near field's packing reads every leaf's rows.
+    if (linked_count_ > 0) {
+      auto const linked = linked_leaves_;
+      auto const begin = tree.particle_begin;
+      auto const end = tree.particle_end;
+      Kokkos::parallel_for(
+          "kfmm::distributed::unlink_leaves", Kokkos::RangePolicy<ExecutionSpace>(space, 0, linked_count_),
+          KOKKOS_LAMBDA(int i) { begin(linked(i)) = end(linked(i)) = 0; });
+      linked_count_ = 0;
+    }
     fault_injection::point("force.import_particles");
     if (error.empty()) wanted = select_remote(space, p2p.source, p2p.num_entries, ScalarView<int>(), tree.num_nodes, 0, 0);
   } catch (std::exception const& e) {
@@ -1096,6 +1108,11 @@ PassParticles DistributedTree::import_leaf_particles(ExecutionSpace const& space
         error = fmt::format("internal error: rank {} asked other ranks for the particles of {} leaves and got them "
                             "for {}",
                             context.rank(), num_wanted, linked);
+      grow_preserving(linked_leaves_, std::size_t(num_wanted));
+      if (num_wanted > 0)
+        Kokkos::deep_copy(space, Kokkos::subview(linked_leaves_, Kokkos::make_pair(0, num_wanted)),
+                          Kokkos::subview(wanted, Kokkos::make_pair(0, num_wanted)));
+      linked_count_ = num_wanted;
       imported_particles_ = received;
     }
   } catch (std::exception const& e) {

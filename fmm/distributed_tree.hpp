@@ -100,7 +100,9 @@ class DistributedTree {
                               ScalarView<double> const& allowed, std::string const& local_error = {});
   /// Imports the particles of the remote leaves in the P2P lists; returns the source particles
   /// (local ones first). `float_masses`: the pass reads masses as floats, so the imported ones
-  /// travel (and arrive) as floats. Collective.
+  /// travel (and arrive) as floats. The remote leaves an earlier import of the same walk's tree
+  /// linked lose their particles first (their rows are overwritten), so that only the leaves of
+  /// these lists have particles. Collective.
   PassParticles import_leaf_particles(ExecutionSpace const& space, Context const& context, PairLists const& p2p,
                                       Tree<>& tree, Particles<MemorySpace> const& particles, bool float_masses);
   /// Per-particle cost of the last evaluation (owner order), used as weights by decompose().
@@ -234,6 +236,8 @@ class DistributedTree {
   ScalarView<int> answer_ranks_{"kfmm::distributed::answer_ranks", 0};
   ScalarView<std::uint64_t> requesters_{"kfmm::distributed::parents", 0};
   ScalarView<int> parent_{"kfmm::distributed::parent", 0};
+  ScalarView<int> linked_leaves_{"kfmm::distributed::linked_leaves", 0};  ///< remote leaves with particles
+  int linked_count_ = 0;
   detail::ParticleRows leaf_rows_{"kfmm::distributed::leaf_particles", 0, 0};
   detail::ParticleRows received_leaf_rows_{"kfmm::distributed::received_particles", 0, 0};
 };

@@ -9,6 +9,7 @@
 #include <kfmm/fmm/distributed_tree.hpp>
 #include <kfmm/fmm/dual_tree_walk.hpp>
 #include <kfmm/fmm/expansion_pass.hpp>
+#include <kfmm/fmm/near_field_reuse.hpp>
 #include <kfmm/fmm/node_geometry.hpp>
 #include <kfmm/fmm/relative_opening.hpp>
 #include <kfmm/fmm/solver.hpp>
@@ -210,12 +211,25 @@ class ForceSolver::Impl {
     // overwritten by L2P, then P2P adds), then `finish`. The local stages after the last import
     // are agreed in one step on several ranks: the caller's next collective may be anywhere.
     PassParticles sources = pass_particles;
-    auto evaluate = [&](OpeningTest const& test, bool timed, auto const& then) {
+    // How the near field is summed: all of it; kept apart as well (the estimating evaluation,
+    // near_reuse_); or only the pairs the estimate did not sum, plus its kept near field.
+    enum class Near { all, keep, reuse };
+    auto evaluate = [&](OpeningTest const& test, bool timed, Near near, auto const& then) {
       auto step = [&](char const* name) {
         if (timed) phase(name);
       };
       walk_.run(space_, tree_, geometry_, test, root, m2l_, p2p_, m2p_, import);
-      if (context_.size() > 1) sources = distributed_.import_leaf_particles(space_, context_, p2p_, tree_, particles,
+      // The near field still to sum. A failure here only costs the reuse: the rest stays local.
+      reused_pairs_ = 0;
+      bool reusing = false;
+      if (near == Near::reuse && near_reuse_.indexed()) try {
+          reused_pairs_ = near_reuse_.subtract(space_, tree_, targets_, p2p_, p2p_rest_);
+          reusing = true;
+        } catch (std::exception const&) {
+          reused_pairs_ = 0;
+        }
+      PairLists const& p2p = reusing ? p2p_rest_ : p2p_;
+      if (context_.size() > 1) sources = distributed_.import_leaf_particles(space_, context_, p2p, tree_, particles,
                                                                              pass_->single_precision());
       step("walk");
       auto const local = [&] {
@@ -226,11 +240,27 @@ class ForceSolver::Impl {
         pass_->evaluate_locals(space_, tree_, geometry_, sources, targets_, phi_, grad_);
         step("downward");
         fault_injection::point("force.p2p");
-        pass_->add_near_field(space_, tree_, geometry_, p2p_, sources, targets_, phi_, grad_);
+        if (near == Near::keep) {
+          near_reuse_.start(space_, n);
+          pass_->add_near_field(space_, tree_, geometry_, p2p, sources, targets_, near_reuse_.phi(), near_reuse_.grad());
+          near_reuse_.add_all(space_, targets_, phi_, grad_);
+          try {
+            near_reuse_.index(space_, p2p, tree_.num_nodes);
+          } catch (std::exception const&) {
+            near_reuse_.release();  // the next evaluation sums its whole near field
+          }
+        } else {
+          pass_->add_near_field(space_, tree_, geometry_, p2p, sources, targets_, phi_, grad_);
+          if (reusing) near_reuse_.add_reused(space_, tree_, targets_, phi_, grad_);
+        }
         step("p2p");
         fault_injection::point("force.m2p");
         pass_->add_multipoles_at_particles(space_, tree_, geometry_, m2p_, sources, targets_, phi_, grad_);
         step("m2p");
+        if (near == Near::reuse) {
+          near_reuse_.release();
+          p2p_rest_ = PairLists();
+        }
         then();
       };
       if (context_.size() > 1)
@@ -254,7 +284,7 @@ class ForceSolver::Impl {
       // known estimate, in the Allreduce that combines the shared cells' allowances.
       std::string allowance_error;
       if (!known) {
-        evaluate(OpeningTest{config_.estimate_theta, reach}, false, [&] {
+        evaluate(OpeningTest{config_.estimate_theta, reach}, false, Near::keep, [&] {
           store_estimate(n);
           phase("estimate");
           allowance();
@@ -265,7 +295,7 @@ class ForceSolver::Impl {
       distributed_.combine_shared_minimum(space_, context_, allowed_, allowance_error);
       test.allowed = allowed_;
     }
-    evaluate(test, true, [&] {
+    evaluate(test, true, relative() && !known ? Near::reuse : Near::all, [&] {
       fault_injection::point("force.output");
       finish();
       phase("output");
@@ -742,6 +772,9 @@ class ForceSolver::Impl {
         });
   }
 
+  // Particle pairs of the last evaluation's near field, those its estimate summed included.
+  std::uint64_t near_pairs() const { return pass_->p2p_pairs() + reused_pairs_; }
+
   // The near- and far-field work of the last evaluation on this rank, in P2P pairs (M2L
   // weighted as in the cost model), and the particles it served.
   struct TreeWork {
@@ -750,7 +783,7 @@ class ForceSolver::Impl {
   TreeWork local_work(std::size_t particles) const {
     double const m2l = m2l_cost_in_pairs(config_.order) * double(count_m2l());
     double const m2p = m2p_cost_in_pairs(config_.order) * double(pass_->m2p_evaluations());
-    return {pass_->p2p_pairs() + static_cast<std::uint64_t>(m2l + m2p), particles};
+    return {near_pairs() + static_cast<std::uint64_t>(m2l + m2p), particles};
   }
 
   // A refitted call's work in the terms of local_work of a full call, per particle of its target
@@ -761,7 +794,7 @@ class ForceSolver::Impl {
     std::uint64_t const leaf_particles = target_leaf_particles();
     double const m2l = m2l_cost_in_pairs(config_.order) * double(count_m2l());
     // M2P, like P2P, is paid per target particle.
-    double const per_target = double(pass_->p2p_pairs()) +
+    double const per_target = double(near_pairs()) +
                               m2p_cost_in_pairs(config_.order) * double(pass_->m2p_evaluations());
     double const p2p = targets_.count > 0 ? per_target * double(leaf_particles) / double(targets_.count) : 0.0;
     return {static_cast<std::uint64_t>(p2p + m2l), leaf_particles};
@@ -1203,7 +1236,7 @@ class ForceSolver::Impl {
   void collect_counts(Particles<MemorySpace> const& particles, int n) {
     // M2L into shared cells is done on every rank holding particles in them; count it once.
     std::uint64_t const m2l_count = count_m2l();
-    std::uint64_t local[5] = {pass_->p2p_pairs(), m2l_count, 0, 0, pass_->m2p_evaluations()};
+    std::uint64_t local[5] = {near_pairs(), m2l_count, 0, 0, pass_->m2p_evaluations()};
     // Nodes and leaves owned here (imported nodes are counted by their owners).
     local[2] = distributed_.owned_nodes(space_, tree_, geometry_, context_.rank());
     local[3] = distributed_.owned_leaves(space_, tree_, geometry_);
@@ -1259,6 +1292,9 @@ class ForceSolver::Impl {
   ScalarView<double> carried_{"kfmm::solver::carried_estimate", 0};
   ScalarView<double> carried_spare_{"kfmm::solver::carried_estimate", 0};  ///< sort_locally's target, swapped in
   PairLists m2l_, p2p_, m2p_;
+  PairLists p2p_rest_;  ///< the P2P pairs an evaluation after an estimate still sums
+  NearFieldReuse near_reuse_;  ///< the estimate's near field, for the evaluation after it
+  std::uint64_t reused_pairs_ = 0;  ///< near-field pairs of the last evaluation summed by its estimate
   DistributedTree distributed_;
   TargetParticles targets_;  ///< the particles whose forces the current evaluation computes (owner order)
   ScalarView<double> leaf_cost_{"kfmm::solver::leaf_cost", 0};

@@ -445,15 +445,14 @@ TEST_F(RelativeSolverTest, ListsAndForcesDoNotDependOnTheRankCount) {
   EXPECT_EQ(distributed.stats().m2l, single.stats().m2l);
   auto const ids = Kokkos::create_mirror_view_and_copy(HostSpace(), mine.id);
   auto const acc = Kokkos::create_mirror_view_and_copy(HostSpace(), distributed.acceleration());
+  // Bit for bit: the same pairs summed in the same order (the first call's near field partly
+  // in its estimating evaluation, whose imported leaves must not leak into the second's).
+  int differing = 0;
   for (std::size_t i = 0; i < mine.num; ++i) {
     std::size_t const j = where[ids(i)];
-    double d2 = 0, r2 = 0;
-    for (int k = 0; k < 3; ++k) {
-      d2 += (acc(i, k) - acc_single(j, k)) * (acc(i, k) - acc_single(j, k));
-      r2 += acc_single(j, k) * acc_single(j, k);
-    }
-    ASSERT_LE(std::sqrt(d2 / r2), 1e-6) << "id " << ids(i);
+    for (int k = 0; k < 3; ++k) differing += acc(i, k) != acc_single(j, k);
   }
+  EXPECT_EQ(differing, 0);
 }
 
 // Gives the particles other ids (a free function: nvcc takes device lambdas in public
