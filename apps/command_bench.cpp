@@ -10,6 +10,7 @@
 #include <kfmm/core/kernel_shape.hpp>
 #include <kfmm/core/memory_usage.hpp>
 #include <kfmm/fmm/accuracy.hpp>
+#include <kfmm/fmm/expansion_dispatch.hpp>
 #include <kfmm/fmm/solver.hpp>
 #include <kfmm/io/particle_file.hpp>
 
@@ -194,7 +195,10 @@ void bench(Environment const& environment, BenchOptions const& options, FMMConfi
     return;
   }
   std::string const mac = config.opening == OpeningCriterion::Relative
-                             ? fmt::format(" + relative α = {} (estimate θ = {})", config.tolerance, config.estimate_theta)
+                             ? fmt::format(" + relative α = {} (estimate θ = {}, p = {})", config.tolerance, config.estimate_theta,
+                                           expansion_order_built(config.estimate_order)
+                                               ? std::min(config.estimate_order, config.order)
+                                               : config.order)
                              : std::string();
   fmt::print("kfmm bench: {} particles ({}), {} rank(s) × {} thread(s); p = {}, θ = {}{}, leaf ≤ {}, {} {}, ε = {}{}\n",
              particles.num_total, source, context.size(), environment.threads(), config.order, config.theta, mac,

@@ -49,6 +49,9 @@ inline void add_fmm_options(CLI::App* command, std::shared_ptr<FmmOptions> const
   command->add_option("--estimate-theta", c.estimate_theta,
                       "θ of the first evaluation that estimates |a| for --mac relative")
       ->capture_default_str();
+  command->add_option("--estimate-order", c.estimate_order,
+                      "expansion order of that first evaluation (min of it and --order; --order if not compiled)")
+      ->capture_default_str();
   command->add_option("--leaf-size", c.leaf_size, "maximum particles per leaf")->capture_default_str();
   command->add_option("--m2p-theta", c.m2p_theta,
                       "--mac relative: a leaf takes a source by M2P, not M2L, where its radius exceeds this times "

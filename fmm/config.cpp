@@ -30,6 +30,10 @@ void FMMConfig::validate() const {
       fail("tolerance = {} is outside (0, 1]; the relative opening criterion bounds each interaction's force error by "
            "tolerance × the target's force (--tolerance; 1e-3 is typical)",
            tolerance);
+    if (!(estimate_order >= 1 && estimate_order <= 8))
+      fail("estimate_order = {} is outside [1, 8]; it is the expansion order of the first evaluation of the relative "
+           "criterion, which only estimates |a| (--estimate-order; 3 is the default)",
+           estimate_order);
     if (!(estimate_theta >= theta && estimate_theta < 1.5))
       fail("estimate_theta = {} is outside [theta = {}, 1.5); the first evaluation of the relative criterion only "
            "estimates |a| and must be at least as coarse as theta (--estimate-theta; 1.0 is typical)",

@@ -43,6 +43,9 @@ struct FMMConfig {
   OpeningCriterion opening = OpeningCriterion::Relative;
   double tolerance = 1e-5;           ///< α of OpeningCriterion::Relative, 0 < α ≤ 1
   double estimate_theta = 1.0;       ///< θ of the first (estimating) evaluation of Relative, θ ≤ it < 1.5
+  /// Expansion order of the estimating evaluation, 1 … 8: min(it, order) when compiled
+  /// (KFMM_EXPANSION_ORDERS), else order. |a| is needed to a few per cent only.
+  int estimate_order = 3;
   int leaf_size = 160;               ///< leaves are the largest cells with ≤ leaf_size particles
   /// A leaf takes a source by M2P (its multipole at each of the leaf's particles), not M2L, where
   /// the leaf's radius exceeds this times their distance and twice the source's radius

@@ -8,6 +8,7 @@
 #include <kfmm/core/tree.hpp>
 #include <kfmm/fmm/distributed_tree.hpp>
 #include <kfmm/fmm/dual_tree_walk.hpp>
+#include <kfmm/fmm/expansion_dispatch.hpp>
 #include <kfmm/fmm/expansion_pass.hpp>
 #include <kfmm/fmm/near_field_reuse.hpp>
 #include <kfmm/fmm/node_geometry.hpp>
@@ -36,6 +37,9 @@ class ForceSolver::Impl {
   Impl(Context const& context, FMMConfig const& config) : context_(context), config_(config) {
     config_.validate();
     pass_ = make_expansion_pass(config_.order, config_.precision, config_.softening, config_.softening_length);
+    int const q = config_.estimate_order;
+    if (relative() && q < config_.order && expansion_order_built(q))
+      estimate_pass_ = make_expansion_pass(q, config_.precision, config_.softening, config_.softening_length);
   }
 
   void compute(Particles<MemorySpace>& particles) {
@@ -232,17 +236,19 @@ class ForceSolver::Impl {
       if (context_.size() > 1) sources = distributed_.import_leaf_particles(space_, context_, p2p, tree_, particles,
                                                                              pass_->single_precision());
       step("walk");
+      ExpansionPass& pass = near == Near::keep && estimate_pass_ ? *estimate_pass_ : *pass_;
       auto const local = [&] {
+        if (&pass != pass_.get()) copy_multipoles(*pass_, pass, tree_.num_nodes);
         fault_injection::point("force.m2l");
-        pass_->translate(space_, geometry_, m2l_);
+        pass.translate(space_, geometry_, m2l_);
         step("m2l");
         fault_injection::point("force.downward");
-        pass_->evaluate_locals(space_, tree_, geometry_, sources, targets_, phi_, grad_);
+        pass.evaluate_locals(space_, tree_, geometry_, sources, targets_, phi_, grad_);
         step("downward");
         fault_injection::point("force.p2p");
         if (near == Near::keep) {
           near_reuse_.start(space_, n);
-          pass_->add_near_field(space_, tree_, geometry_, p2p, sources, targets_, near_reuse_.phi(), near_reuse_.grad());
+          pass.add_near_field(space_, tree_, geometry_, p2p, sources, targets_, near_reuse_.phi(), near_reuse_.grad());
           near_reuse_.add_all(space_, targets_, phi_, grad_);
           try {
             near_reuse_.index(space_, p2p, tree_.num_nodes);
@@ -255,7 +261,7 @@ class ForceSolver::Impl {
         }
         step("p2p");
         fault_injection::point("force.m2p");
-        pass_->add_multipoles_at_particles(space_, tree_, geometry_, m2p_, sources, targets_, phi_, grad_);
+        pass.add_multipoles_at_particles(space_, tree_, geometry_, m2p_, sources, targets_, phi_, grad_);
         step("m2p");
         if (near == Near::reuse) {
           near_reuse_.release();
@@ -772,6 +778,25 @@ class ForceSolver::Impl {
         });
   }
 
+  // The multipoles of nodes [0, count) from `from` into the lower-order `to`: the graded layout
+  // makes an order-q expansion the first coefficients of an order-p one about the same centre.
+  void copy_multipoles(ExpansionPass const& from, ExpansionPass& to, int count) {
+    int constexpr chunk = 4096;  // nodes per copy: a bounded buffer
+    grow_discarding(copy_nodes_, std::size_t(chunk), copy_nodes_.label());
+    if (copy_rows_.extent(0) < std::size_t(chunk) || copy_rows_.extent(1) != std::size_t(from.coefficients_per_node()))
+      copy_rows_ = Kokkos::View<double**, MemorySpace>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::solver::copy_rows"),
+                                                       chunk, from.coefficients_per_node());
+    auto const nodes = copy_nodes_;
+    for (int first = 0; first < count; first += chunk) {
+      int const c = count - first < chunk ? count - first : chunk;
+      Kokkos::parallel_for(
+          "kfmm::solver::copy_nodes", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, c),
+          KOKKOS_LAMBDA(int i) { nodes(i) = first + i; });
+      from.get_multipoles(space_, nodes, c, copy_rows_);
+      to.set_multipoles(space_, first, c, copy_rows_);
+    }
+  }
+
   // Particle pairs of the last evaluation's near field, those its estimate summed included.
   std::uint64_t near_pairs() const { return pass_->p2p_pairs() + reused_pairs_; }
 
@@ -1274,6 +1299,9 @@ class ForceSolver::Impl {
   FMMConfig config_;
   ExecutionSpace space_;
   std::unique_ptr<ExpansionPass> pass_;
+  std::unique_ptr<ExpansionPass> estimate_pass_;  ///< the estimate's lower order, when below config_.order
+  ScalarView<int> copy_nodes_{"kfmm::solver::copy_nodes", 0};
+  Kokkos::View<double**, MemorySpace> copy_rows_{"kfmm::solver::copy_rows", 0, 0};
   ScalarView<std::uint64_t> keys_{"kfmm::solver::keys", 0};
   ScalarView<std::uint32_t> permutation_{"kfmm::solver::permutation", 0};
   KeySorter<MemorySpace, std::uint32_t> sorter_;

@@ -65,6 +65,7 @@ Key const keys[] = {
   {"force.mac", "string", "relative", "opening criterion: relative (the angle test and an M2L error bound of tolerance × each target's force), or angle alone (the default with integrator.kind lattice_dkd, which needs forces of the positions alone)", "angle|relative"},
   {"force.tolerance", "float", "1e-5", "α of the relative opening criterion (1e-5 with θ 0.95 meets the accuracy targets on every generated distribution; docs in the README)", "", 1e-12, 1},
   {"force.estimate_theta", "float", "1", "θ of the first evaluation that estimates |a| for the relative criterion", "", 1e-3, 1.5},
+  {"force.estimate_order", "int", "3", "expansion order of the first evaluation that estimates |a| for the relative criterion (at most force.order)", "", 1, 8},
   {"force.leaf_size", "int", "160", "largest number of particles in a leaf", "", 1, 1e6},
   {"force.m2p_theta", "float", "0.4", "mac relative: a leaf takes a source by M2P (the source's multipole at each of its particles), not M2L, where the leaf's radius exceeds this times their distance and twice the source's radius (0: M2L only)", "", 0, 0.999},
   {"force.domain_tolerance", "float", "0", "several ranks: keep the previous domains while the most loaded rank's cost is within (1 + this) × the mean (0: new domains every step; the same forces either way; a restart keeps the domains)", "", 0, 10},
@@ -624,6 +625,7 @@ RunSettings settings_from(YAML::Node const& root, std::string const& source) {
   fmm.domain_tolerance = values.number("force.domain_tolerance");
   fmm.tolerance = values.number("force.tolerance");
   fmm.estimate_theta = values.number("force.estimate_theta");
+  fmm.estimate_order = static_cast<int>(values.integer("force.estimate_order"));
   fmm.softening = parse_softening_kind(values.string("force.softening"));
   fmm.softening_length = values.number("force.softening_length");
   fmm.precision = parse_precision(values.string("force.precision"));

@@ -10,6 +10,7 @@
 #include <kfmm/core/format.hpp>
 #include <kfmm/core/kernel_shape.hpp>
 #include <kfmm/fmm/accuracy.hpp>
+#include <kfmm/fmm/expansion_dispatch.hpp>
 #include <kfmm/fmm/dual_tree_walk.hpp>
 #include <kfmm/fmm/expansion_pass.hpp>
 #include <kfmm/fmm/relative_opening.hpp>
@@ -163,6 +164,43 @@ TEST_F(RelativeOpeningTest, CpuAndGpuShapedWalksGiveTheSameLists) {
         EXPECT_TRUE(kfmm_test::to_host(m2p[0]) == kfmm_test::to_host(m2p[1])) << where;
       }
   }
+}
+
+// The first evaluation of the relative criterion estimates |a| at a lower order q from the
+// order-p multipoles: in the graded layout the first coefficients of an order-p multipole are
+// the order-q multipole about the same centre, as the lower-order pass computes it itself.
+TEST_F(RelativeOpeningTest, LowerOrderMultipolesAreTheFirstCoefficients) {
+  if (!expansion_order_built(3)) GTEST_SKIP() << "order 3 is not compiled into this build";
+  auto high = make_expansion_pass(7, Precision::Double, SofteningKind::Plummer, 0.0);
+  auto low = make_expansion_pass(3, Precision::Double, SofteningKind::Plummer, 0.0);
+  PassParticles const particles{sorted.particles.pos, sorted.particles.mass, sorted.n, sorted.n};
+  high->upward(space, sorted.tree, geometry, particles);
+  low->upward(space, sorted.tree, geometry, particles);
+  int const nodes = sorted.tree.num_nodes;
+  std::vector<int> all(nodes);
+  for (int i = 0; i < nodes; ++i) all[i] = i;
+  auto const list = test_support::device_view(all, "nodes");
+  Kokkos::View<double**, MemorySpace> p7("p7", nodes, high->coefficients_per_node());
+  Kokkos::View<double**, MemorySpace> p3("p3", nodes, low->coefficients_per_node());
+  high->get_multipoles(space, list, nodes, p7);
+  low->get_multipoles(space, list, nodes, p3);
+  // And set from the wider rows, as the solver copies them: the first columns are taken.
+  auto copied = make_expansion_pass(3, Precision::Double, SofteningKind::Plummer, 0.0);
+  copied->set_multipoles(space, 0, nodes, p7);
+  Kokkos::View<double**, MemorySpace> back("back", nodes, low->coefficients_per_node());
+  copied->get_multipoles(space, list, nodes, back);
+  auto const h7 = Kokkos::create_mirror_view_and_copy(HostSpace(), p7);
+  auto const h3 = Kokkos::create_mirror_view_and_copy(HostSpace(), p3);
+  auto const hb = Kokkos::create_mirror_view_and_copy(HostSpace(), back);
+  ASSERT_EQ(low->coefficients_per_node(), 20);
+  int differing = 0;
+  for (int node = 0; node < nodes; ++node)
+    for (int c = 0; c < 20; ++c) {
+      double const scale = std::fabs(h7(node, 0)) + 1e-300;
+      differing += std::fabs(h7(node, c) - h3(node, c)) > 1e-12 * scale;
+      differing += hb(node, c) != h7(node, c);
+    }
+  EXPECT_EQ(differing, 0);
 }
 
 // The multipole powers of every node, and of a listed subset, are the same bits in both
@@ -573,6 +611,14 @@ TEST(RelativeOpeningConfig, BadSettingsAreNamed) {
     EXPECT_NE(std::string(e.what()).find("estimate_theta = 0.5"), std::string::npos) << e.what();
   }
   config.estimate_theta = 1.0;
+  config.estimate_order = 0;
+  try {
+    config.validate();
+    ADD_FAILURE() << "estimate_order 0 accepted";
+  } catch (Error const& e) {
+    EXPECT_NE(std::string(e.what()).find("estimate_order = 0"), std::string::npos) << e.what();
+  }
+  config.estimate_order = 3;
   config.G = 0;
   try {
     config.validate();
