@@ -1,3 +1,4 @@
+#include <kfmm/core/binary_search.hpp>
 #include <kfmm/core/view_growth.hpp>
 #include <kfmm/fmm/near_field_reuse.hpp>
 
@@ -21,16 +22,14 @@ long long scan_counts(ExecutionSpace const& space, ScalarView<int> const& values
 
 // Whether the sorted sources [begin, end) hold b.
 KOKKOS_INLINE_FUNCTION bool holds(ScalarView<int> const& sorted, int begin, int end, int b) {
-  while (begin < end) {
-    int const mid = begin + (end - begin) / 2;
-    int const v = sorted(mid);
-    if (v == b) return true;
-    if (v < b)
-      begin = mid + 1;
-    else
-      end = mid;
-  }
-  return false;
+  int const at = lower_bound(sorted, begin, end, b);
+  return at < end && sorted(at) == b;
+}
+
+// Whether target a's indexed pairs are all in the final lists (found(a) of them), so that its
+// kept near field stands for them.
+KOKKOS_INLINE_FUNCTION bool reused(ScalarView<int> const& start, ScalarView<int> const& found, int nodes, int a) {
+  return a < nodes && start(a + 1) > start(a) && found(a) == start(a + 1) - start(a);
 }
 
 }  // namespace
@@ -57,7 +56,7 @@ void NearFieldReuse::index(ExecutionSpace const& space, PairLists const& estimat
       KOKKOS_LAMBDA(int g) { Kokkos::atomic_add(&start(target(g)), offset(g + 1) - offset(g)); });
   long long const total = scan_counts(space, start_, num_nodes, "kfmm::fmm::reuse::scan_targets");
   grow_discarding(source_, std::size_t(total) + 1, source_.label());
-  auto const cursor = found_;
+  auto const cursor = found_;  // free until subtract(): the fill's cursor per target
   Kokkos::deep_copy(space, Kokkos::subview(cursor, Kokkos::make_pair(0, num_nodes)),
                     Kokkos::subview(start_, Kokkos::make_pair(0, num_nodes)));
   auto const source = source_;
@@ -115,11 +114,11 @@ std::uint64_t NearFieldReuse::subtract(ExecutionSpace const& space, Tree<> const
       "kfmm::fmm::reuse::keep", Kokkos::RangePolicy<ExecutionSpace>(space, 0, groups),
       KOKKOS_LAMBDA(int g, std::uint64_t& pairs) {
         int const a = target(g);
-        bool const reused = a < nodes && start(a + 1) > start(a) && found(a) == start(a + 1) - start(a);
-        std::uint64_t const na = reused ? std::uint64_t(before(pend(a)) - before(pbegin(a))) : 0;
+        bool const whole = reused(start, found, nodes, a);
+        std::uint64_t const na = whole ? std::uint64_t(before(pend(a)) - before(pbegin(a))) : 0;
         int count = 0;
         for (int e = offset(g); e < offset(g + 1); ++e) {
-          if (reused && hit(e)) {
+          if (whole && hit(e)) {
             int const b = listed(e);
             pairs += na * std::uint64_t(pend(b) - pbegin(b)) - (b == a ? na : 0);
           } else {
@@ -142,10 +141,10 @@ std::uint64_t NearFieldReuse::subtract(ExecutionSpace const& space, Tree<> const
         if (g == groups) return;
         int const a = target(g);
         rest_target(g) = a;
-        bool const reused = a < nodes && start(a + 1) > start(a) && found(a) == start(a + 1) - start(a);
+        bool const whole = reused(start, found, nodes, a);
         int c = kept(g);
         for (int e = offset(g); e < offset(g + 1); ++e)
-          if (!(reused && hit(e))) rest_source(c++) = listed(e);
+          if (!(whole && hit(e))) rest_source(c++) = listed(e);
       });
   space.fence();
   rest.segment_begin = full.segment_begin;
@@ -181,9 +180,10 @@ void NearFieldReuse::add_reused(ExecutionSpace const& space, Tree<> const& tree,
   auto const index = targets.index;
   auto const near_phi = phi_;
   auto const near_grad = grad_;
+  int const nodes = nodes_;
   Kokkos::parallel_for(
-      "kfmm::fmm::reuse::add", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nodes_), KOKKOS_LAMBDA(int a) {
-        if (!(start(a + 1) > start(a) && found(a) == start(a + 1) - start(a))) return;
+      "kfmm::fmm::reuse::add", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nodes), KOKKOS_LAMBDA(int a) {
+        if (!reused(start, found, nodes, a)) return;
         for (int k = before(pbegin(a)); k < before(pend(a)); ++k) {
           int const i = index(k);
           phi(i) += near_phi(i);

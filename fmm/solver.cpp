@@ -230,7 +230,7 @@ class ForceSolver::Impl {
           reused_pairs_ = near_reuse_.subtract(space_, tree_, targets_, p2p_, p2p_rest_);
           reusing = true;
         } catch (std::exception const&) {
-          reused_pairs_ = 0;
+          // reused_pairs_ stays 0: the whole list is summed
         }
       PairLists const& p2p = reusing ? p2p_rest_ : p2p_;
       if (context_.size() > 1) sources = distributed_.import_leaf_particles(space_, context_, p2p, tree_, particles,
