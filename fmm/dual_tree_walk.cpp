@@ -1,3 +1,4 @@
+#include <kfmm/core/binary_search.hpp>
 #include <kfmm/core/error.hpp>
 #include <kfmm/core/fault_injection.hpp>
 #include <kfmm/core/kernel_shape.hpp>
@@ -11,6 +12,7 @@
 #include <limits>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 namespace kfmm {
 
@@ -29,6 +31,19 @@ void grow_lists(View& view, std::size_t n, std::size_t used) {
 template <class View>
 void grow_scratch(View& view, std::size_t n, char const* label) {
   grow_discarding(view, n, label, 4);
+}
+
+// Chunk c of a level starts at the first group whose candidates start at or after c · chunk
+// (bounds(c, 0)), at candidate bounds(c, 1); bounds(chunks, ·) closes the level.
+template <class Bounds>
+void find_chunk_bounds(ExecutionSpace const& space, ScalarView<int> const& offset, int groups, int chunks,
+                       long long chunk, Bounds const& bounds) {
+  Kokkos::parallel_for(
+      "kfmm::fmm::walk::chunks", Kokkos::RangePolicy<ExecutionSpace>(space, 0, chunks + 1), KOKKOS_LAMBDA(int c) {
+        int const g = c == chunks ? groups : lower_bound(offset, 0, groups, c * chunk);
+        bounds(c, 0) = g;
+        bounds(c, 1) = offset(g);
+      });
 }
 
 }  // namespace
@@ -58,6 +73,13 @@ char const* const list_names[num_lists] = {"M2L", "P2P", "open-pair", "M2P"};
 
 // How a pair (a, b) is classified.
 enum PairKind { pair_m2l = 0, pair_p2p = 1, pair_open = 2, pair_m2p = 3, pair_none = 4 };
+
+// A group of a level's chunk as the count and fill passes see it: its target node, the
+// target's children (the root pair: the root itself), where its candidates start in the chunk's
+// scratch, and how many each target child has.
+struct ChunkGroup {
+  int A, na, base, per_child;
+};
 
 struct WalkView {
   ScalarView<int> cbegin, cend, cindex, flags;
@@ -475,6 +497,13 @@ struct WalkView {
       return true;
     }
   }
+  // Group g of a level whose chunk's candidates start at c0.
+  KOKKOS_INLINE_FUNCTION ChunkGroup chunk_group(ScalarView<int> const& target, ScalarView<int> const& candidate_offset,
+                                                bool first, int g, int c0) const {
+    int const A = target(g);
+    int const na = first ? 1 : num_children(A);
+    return {A, na, candidate_offset(g) - c0, (candidate_offset(g + 1) - candidate_offset(g)) / na};
+  }
   // Writes the kind counts n of slot g · max_children + j to entries and has (1 if any).
   KOKKOS_INLINE_FUNCTION static void store_counts(ScalarView<int> const* entries, ScalarView<int> const* has, int g,
                                                   int j, int const* n) {
@@ -596,15 +625,6 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
       }
       int const groups = open->num_groups;
       if (!fits(static_cast<long long>(groups) * max_children + 1, "child slots", iteration)) continue;
-      int const slots = groups * max_children;
-      for (auto& c : counts_) grow_scratch(c, slots + 1, "kfmm::walk::counts");
-      // counts_[k] for k = kind: entries of that kind per (group, child slot);
-      // counts_[num_lists + k]: 1 if that (group, slot) has any entry of kind k (becomes a group).
-      ScalarView<int> entries[num_lists], has[num_lists];
-      for (int k = 0; k < num_lists; ++k) {
-        entries[k] = counts_[k];
-        has[k] = counts_[num_lists + k];
-      }
       auto const target = open->target;
       auto const offset = open->offset;
       auto const source = open->source;
@@ -624,12 +644,6 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
       if (!fits(candidates + 1, "walk candidates", iteration)) continue;
 
       Kokkos::deep_copy(space, Kokkos::subview(candidate_offset, groups), static_cast<int>(candidates));
-      grow_scratch(candidate_kind_, static_cast<std::size_t>(candidates) + 1, "kfmm::walk::candidate_kind");
-      auto const candidate_kind = candidate_kind_;
-      grow_scratch(candidate_node_, static_cast<std::size_t>(candidates) + 1, "kfmm::walk::candidate_node");
-      auto const candidate_node = candidate_node_;
-      if (relative) grow_scratch(candidate_value_, static_cast<std::size_t>(candidates) + 1, "kfmm::walk::candidate_value");
-      auto const candidate_value = candidate_value_;
       if (relative) {
         // The estimate's coefficients of the sources this level tests (their powers are set:
         // ImportChildren computed them), each node once per walk.
@@ -648,97 +662,138 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
               }
             });
       }
-      bool const lanes = !gpu_shaped_kernels<ExecutionSpace>() && !use_gpu_shape<ExecutionSpace>();
-      Kokkos::parallel_for(
-          "kfmm::fmm::walk::count", Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, groups), KOKKOS_LAMBDA(int g) {
-            int const A = target(g);
-            // The root pair is tested as is; afterwards pairs are opened into their children.
-            int const na = first ? 1 : w.num_children(A);
-            int const base = candidate_offset(g);
-            int const per_child = (candidate_offset(g + 1) - base) / na;
-            // The sources' children, the same for every target child: listed once.
-            for (int e = offset(g), t = base; e < offset(g + 1); ++e) {
-              int const B = source(e);
-              int const nb = first ? 1 : w.num_children(B);
-              for (int jb = 0; jb < nb; ++jb) candidate_node(t++) = first ? B : w.child(B, jb);
-            }
-            if (lanes && na > 1 &&
-                w.count_group_in_lanes<ExecutionSpace>(g, A, first, na, candidate_node, base, per_child,
-                                                        candidate_kind, candidate_value, entries, has))
-              return;
-            for (int j = 0; j < max_children; ++j) {
-              int n[num_lists] = {};
-              if (j < na)
-                w.classify_candidates(w.target(first ? A : w.child(A, j)), candidate_node, base, per_child,
-                                      base + j * per_child, candidate_kind, candidate_value, n);
-              WalkView::store_counts(entries, has, g, j, n);
-            }
-          });
+      // The level in chunks of whole groups, each with about candidate_chunk_ candidates: the
+      // candidates' scratch is sized by a chunk, not by the level. Chunks are consecutive
+      // groups, so the lists come out as from one pass.
+      std::vector<int> chunk_group;
+      std::vector<long long> chunk_candidate;
+      chunk_level(space, candidates, groups, chunk_group, chunk_candidate);
       PairLists* next = &open_[(iteration + 1) % 2];
       out[2] = next;
-      int entry_base[num_lists], group_base[num_lists], entry_total[num_lists], group_total[num_lists];
+      next->num_groups = next->num_entries = 0;
+      int level_groups[num_lists] = {};  // groups this level adds to each list
       bool fit = true;
-      for (int k = 0; k < num_lists && fit; ++k) {
-        long long const entries_total = exclusive_scan(space, entries[k], slots, "kfmm::fmm::walk::scan_entries");
-        long long const groups_total = exclusive_scan(space, has[k], slots, "kfmm::fmm::walk::scan_groups");
-        PairLists const& list = *out[k];
-        entry_base[k] = k == pair_open ? 0 : list.num_entries;
-        group_base[k] = k == pair_open ? 0 : list.num_groups;
-        // + 1: the offsets close with one more entry
-        fit = fits(entry_base[k] + entries_total, fmt::format("{} list entries", list_names[k]).c_str(), iteration) &&
-              fits(group_base[k] + groups_total + 1, fmt::format("{} list groups", list_names[k]).c_str(), iteration);
-        entry_total[k] = static_cast<int>(entries_total);
-        group_total[k] = static_cast<int>(groups_total);
-      }
-      if (!fit) continue;
-      for (int k : {pair_m2l, pair_p2p, pair_m2p}) {
-        PairLists& list = *out[k];
-        grow_lists(list.target, group_base[k] + group_total[k], group_base[k]);
-        grow_lists(list.offset, group_base[k] + group_total[k] + 1, group_base[k] + 1);
-        grow_lists(list.source, entry_base[k] + entry_total[k], entry_base[k]);
-      }
-      grow_scratch(next->target, group_total[2], "kfmm::walk::open_target");
-      grow_scratch(next->offset, group_total[2] + 1, "kfmm::walk::open_offset");
-      grow_scratch(next->source, entry_total[2], "kfmm::walk::open_source");
-      ScalarView<int> out_target[num_lists] = {m2l.target, p2p.target, next->target, m2p.target};
-      ScalarView<int> out_offset[num_lists] = {m2l.offset, p2p.offset, next->offset, m2p.offset};
-      ScalarView<int> out_source[num_lists] = {m2l.source, p2p.source, next->source, m2p.source};
-      Kokkos::parallel_for(
-          "kfmm::fmm::walk::fill", Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, groups), KOKKOS_LAMBDA(int g) {
-            int const A = target(g);
-            int const na = first ? 1 : w.num_children(A);
-            int const base = candidate_offset(g);
-            int const per_child = (candidate_offset(g + 1) - base) / na;
-            int c = base;
-            for (int j = 0; j < na; ++j) {
-              int const slot = g * max_children + j;
-              int const a = first ? A : w.child(A, j);
-              int cursor[num_lists];
-              for (int k = 0; k < num_lists; ++k) {
-                cursor[k] = entry_base[k] + entries[k](slot);
-                bool const is_group = (slot + 1 < slots ? has[k](slot + 1) : group_total[k]) > has[k](slot);
-                if (is_group) {
-                  int const group = group_base[k] + has[k](slot);
-                  out_target[k](group) = a;
-                  out_offset[k](group) = cursor[k];
+      for (std::size_t chunk = 0; chunk + 1 < chunk_group.size() && fit; ++chunk) {
+        int const g0 = chunk_group[chunk];
+        int const chunk_groups = chunk_group[chunk + 1] - g0;
+        int const c0 = static_cast<int>(chunk_candidate[chunk]);
+        std::size_t const chunk_candidates = static_cast<std::size_t>(chunk_candidate[chunk + 1] - c0);
+        int const slots = chunk_groups * max_children;
+        for (auto& c : counts_) grow_scratch(c, slots + 1, "kfmm::walk::counts");
+        // counts_[k] for k = kind: entries of that kind per (group, child slot) of the chunk;
+        // counts_[num_lists + k]: 1 if that (group, slot) has any entry of kind k (becomes a group).
+        ScalarView<int> entries[num_lists], has[num_lists];
+        for (int k = 0; k < num_lists; ++k) {
+          entries[k] = counts_[k];
+          has[k] = counts_[num_lists + k];
+        }
+        grow_scratch(candidate_kind_, chunk_candidates + 1, "kfmm::walk::candidate_kind");
+        auto const candidate_kind = candidate_kind_;
+        grow_scratch(candidate_node_, chunk_candidates + 1, "kfmm::walk::candidate_node");
+        auto const candidate_node = candidate_node_;
+        if (relative) grow_scratch(candidate_value_, chunk_candidates + 1, "kfmm::walk::candidate_value");
+        auto const candidate_value = candidate_value_;
+        bool const lanes = !gpu_shaped_kernels<ExecutionSpace>() && !use_gpu_shape<ExecutionSpace>();
+        Kokkos::parallel_for(
+            "kfmm::fmm::walk::count",
+            Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, chunk_groups),
+            KOKKOS_LAMBDA(int i) {
+              int const g = g0 + i;
+              // The root pair is tested as is; afterwards pairs are opened into their children.
+              ChunkGroup const cg = w.chunk_group(target, candidate_offset, first, g, c0);
+              int const A = cg.A, na = cg.na, base = cg.base, per_child = cg.per_child;
+              // The sources' children, the same for every target child: listed once.
+              for (int e = offset(g), t = base; e < offset(g + 1); ++e) {
+                int const B = source(e);
+                int const nb = first ? 1 : w.num_children(B);
+                for (int jb = 0; jb < nb; ++jb) candidate_node(t++) = first ? B : w.child(B, jb);
+              }
+              if (lanes && na > 1 &&
+                  w.count_group_in_lanes<ExecutionSpace>(i, A, first, na, candidate_node, base, per_child,
+                                                          candidate_kind, candidate_value, entries, has))
+                return;
+              for (int j = 0; j < max_children; ++j) {
+                int n[num_lists] = {};
+                if (j < na)
+                  w.classify_candidates(w.target(first ? A : w.child(A, j)), candidate_node, base, per_child,
+                                        base + j * per_child, candidate_kind, candidate_value, n);
+                WalkView::store_counts(entries, has, i, j, n);
+              }
+            });
+        int entry_base[num_lists], group_base[num_lists], entry_total[num_lists], group_total[num_lists];
+        for (int k = 0; k < num_lists && fit; ++k) {
+          long long const entries_total = exclusive_scan(space, entries[k], slots, "kfmm::fmm::walk::scan_entries");
+          long long const groups_total = exclusive_scan(space, has[k], slots, "kfmm::fmm::walk::scan_groups");
+          PairLists const& list = *out[k];
+          entry_base[k] = list.num_entries;
+          group_base[k] = list.num_groups;
+          // + 1: the offsets close with one more entry
+          fit = fits(entry_base[k] + entries_total, fmt::format("{} list entries", list_names[k]).c_str(), iteration) &&
+                fits(group_base[k] + groups_total + 1, fmt::format("{} list groups", list_names[k]).c_str(), iteration);
+          entry_total[k] = static_cast<int>(entries_total);
+          group_total[k] = static_cast<int>(groups_total);
+        }
+        if (!fit) break;
+        for (int k : {pair_m2l, pair_p2p, pair_m2p}) {
+          PairLists& list = *out[k];
+          grow_lists(list.target, group_base[k] + group_total[k], group_base[k]);
+          grow_lists(list.offset, group_base[k] + group_total[k] + 1, group_base[k] + 1);
+          grow_lists(list.source, entry_base[k] + entry_total[k], entry_base[k]);
+        }
+        // The next level's open pairs: rewritten from the level's first chunk, appended after.
+        if (chunk == 0) {
+          grow_scratch(next->target, group_total[2], "kfmm::walk::open_target");
+          grow_scratch(next->offset, group_total[2] + 1, "kfmm::walk::open_offset");
+          grow_scratch(next->source, entry_total[2], "kfmm::walk::open_source");
+        } else {
+          grow_lists(next->target, group_base[2] + group_total[2], group_base[2]);
+          grow_lists(next->offset, group_base[2] + group_total[2] + 1, group_base[2] + 1);
+          grow_lists(next->source, entry_base[2] + entry_total[2], entry_base[2]);
+        }
+        ScalarView<int> out_target[num_lists] = {m2l.target, p2p.target, next->target, m2p.target};
+        ScalarView<int> out_offset[num_lists] = {m2l.offset, p2p.offset, next->offset, m2p.offset};
+        ScalarView<int> out_source[num_lists] = {m2l.source, p2p.source, next->source, m2p.source};
+        Kokkos::parallel_for(
+            "kfmm::fmm::walk::fill",
+            Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, chunk_groups),
+            KOKKOS_LAMBDA(int i) {
+              ChunkGroup const cg = w.chunk_group(target, candidate_offset, first, g0 + i, c0);
+              int const A = cg.A, na = cg.na, base = cg.base, per_child = cg.per_child;
+              int c = base;
+              for (int j = 0; j < na; ++j) {
+                int const slot = i * max_children + j;
+                int const a = first ? A : w.child(A, j);
+                int cursor[num_lists];
+                for (int k = 0; k < num_lists; ++k) {
+                  cursor[k] = entry_base[k] + entries[k](slot);
+                  bool const is_group = (slot + 1 < slots ? has[k](slot + 1) : group_total[k]) > has[k](slot);
+                  if (is_group) {
+                    int const group = group_base[k] + has[k](slot);
+                    out_target[k](group) = a;
+                    out_offset[k](group) = cursor[k];
+                  }
+                }
+                for (int t = 0; t < per_child; ++t) {
+                  int const kind = candidate_kind(c++);
+                  if (kind != pair_none) out_source[kind](cursor[kind]++) = candidate_node(base + t);
                 }
               }
-              for (int t = 0; t < per_child; ++t) {
-                int const kind = candidate_kind(c++);
-                if (kind != pair_none) out_source[kind](cursor[kind]++) = candidate_node(base + t);
-              }
-            }
-          });
-      // Close the offsets of the lists and the segments of M2L, P2P and M2P.
-      for (int k = 0; k < num_lists; ++k) {
-        int const groups_after = group_base[k] + group_total[k];
-        int const entries_after = entry_base[k] + entry_total[k];
-        Kokkos::deep_copy(space, Kokkos::subview(out_offset[k], groups_after), entries_after);
-        PairLists& list = *out[k];
-        list.num_groups = groups_after;
-        list.num_entries = entries_after;
-        if (k != pair_open && group_total[k] > 0) list.segment_begin.push_back(groups_after);
+            });
+        // Close the offsets of the lists (a later chunk's first group overwrites the same value).
+        for (int k = 0; k < num_lists; ++k) {
+          int const groups_after = group_base[k] + group_total[k];
+          int const entries_after = entry_base[k] + entry_total[k];
+          Kokkos::deep_copy(space, Kokkos::subview(out_offset[k], groups_after), entries_after);
+          PairLists& list = *out[k];
+          list.num_groups = groups_after;
+          list.num_entries = entries_after;
+          level_groups[k] += group_total[k];
+        }
       }
+      if (!fit) continue;
+      // One segment of M2L, P2P and M2P per level.
+      for (int k = 0; k < num_lists; ++k)
+        if (k != pair_open && level_groups[k] > 0) out[k]->segment_begin.push_back(out[k]->num_groups);
       open = next;
     } catch (std::exception const& e) {
       if (!import_children) throw;
@@ -747,6 +802,43 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
     }
   }
   if (!overflow.empty()) fail("internal error: the import callback did not throw the walk's error: {}", overflow);
+}
+
+void DualTreeWalk::set_candidate_chunk(long long candidates) {
+  if (candidates < 1) fail("DualTreeWalk: candidate chunk {} must be ≥ 1", candidates);
+  candidate_chunk_ = candidates;
+}
+
+void DualTreeWalk::chunk_level(ExecutionSpace const& space, long long candidates, int groups, std::vector<int>& group,
+                               std::vector<long long>& candidate) {
+  group.assign({0, groups});
+  candidate.assign({0, candidates});
+  if (candidates <= candidate_chunk_ || groups < 2) return;
+  long long const chunk = candidate_chunk_;
+  int const chunks = static_cast<int>((candidates + chunk - 1) / chunk);
+  grow_discarding(chunk_bounds_, std::size_t(chunks) + 1, "kfmm::walk::chunk_bounds");
+  auto const bounds = chunk_bounds_;
+  find_chunk_bounds(space, candidate_offset_, groups, chunks, chunk, bounds);
+  auto const host = Kokkos::create_mirror_view_and_copy(
+      Kokkos::HostSpace(), Kokkos::subview(bounds, Kokkos::make_pair(0, chunks + 1), Kokkos::ALL));
+  group.clear();
+  candidate.clear();
+  for (int c = 0; c <= chunks; ++c) {
+    int const g = static_cast<int>(host(c, 0));
+    if (!group.empty() && g == group.back()) continue;  // an empty chunk: one group spans it
+    group.push_back(g);
+    candidate.push_back(host(c, 1));
+  }
+}
+
+long long DualTreeWalk::candidate_chunk_from_environment() {
+  char const* text = std::getenv("KFMM_WALK_CANDIDATE_CHUNK");
+  if (text == nullptr || *text == 0) return 1 << 20;
+  char* end = nullptr;
+  long long const value = std::strtoll(text, &end, 10);
+  if (*end != 0 || value < 1)
+    fail("KFMM_WALK_CANDIDATE_CHUNK = '{}' must be an integer ≥ 1 (a testing hook; unset it)", text);
+  return value;
 }
 
 long long DualTreeWalk::index_limit_from_environment() {

@@ -105,8 +105,21 @@ class DualTreeWalk {
 
   long long index_limit() const { return index_limit_; }
 
+  /// A level's count and fill passes run over chunks of consecutive groups with about this
+  /// many candidate pairs each (a group is never split), so that the candidates' scratch is
+  /// sized by a chunk rather than by the deepest level. The lists do not depend on it; lowered
+  /// by tests to run many chunks (also through the environment variable
+  /// KFMM_WALK_CANDIDATE_CHUNK, read when the walk is made, a testing hook). Must be ≥ 1.
+  void set_candidate_chunk(long long candidates);
+  long long candidate_chunk() const { return candidate_chunk_; }
+
  private:
   static long long index_limit_from_environment();
+  static long long candidate_chunk_from_environment();
+  // Splits a level of `groups` groups and `candidates` candidates (candidate_offset_ scanned and
+  // closed) into chunks: group[c] … group[c + 1] − 1 with candidates candidate[c] … candidate[c + 1] − 1.
+  void chunk_level(ExecutionSpace const& space, long long candidates, int groups, std::vector<int>& group,
+                   std::vector<long long>& candidate);
 
   PairLists open_[2];
   PairLists no_m2p_;  ///< the M2P list of a walk without M2P (stays empty)
@@ -126,6 +139,8 @@ class DualTreeWalk {
   Kokkos::View<double* [10], Kokkos::LayoutRight, MemorySpace> coefficient_{std::string("kfmm::walk::coefficient"), 0};
   ScalarView<int> coefficient_ready_{std::string("kfmm::walk::coefficient_ready"), 0};
   long long index_limit_ = index_limit_from_environment();
+  long long candidate_chunk_ = candidate_chunk_from_environment();
+  Kokkos::View<long long* [2], Kokkos::LayoutRight, MemorySpace> chunk_bounds_{std::string("kfmm::walk::chunk_bounds"), 0};
 };
 
 }  // namespace kfmm

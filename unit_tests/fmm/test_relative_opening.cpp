@@ -166,6 +166,41 @@ TEST_F(RelativeOpeningTest, CpuAndGpuShapedWalksGiveTheSameLists) {
   }
 }
 
+// A level's count and fill passes run in chunks of consecutive groups (the candidates' scratch
+// sized by a chunk): any chunk size gives the lists of one pass, entry for entry, under the
+// angle test and the relative criterion (with and without the coherent lanes, with harmonic
+// powers), with M2P.
+TEST_F(RelativeOpeningTest, ChunkedLevelsGiveTheSameLists) {
+  auto pass = make_expansion_pass(7, Precision::Double, SofteningKind::Plummer, 0.0);
+  PassParticles const particles{sorted.particles.pos, sorted.particles.mass, sorted.n, sorted.n};
+  pass->upward(space, sorted.tree, geometry, particles);
+  geometry.multipole_power = Kokkos::View<double**, MemorySpace>("powers", sorted.tree.num_nodes, 8);
+  pass->multipole_powers(space, 0, sorted.tree.num_nodes, geometry.multipole_power);
+  ScalarView<double> allowed("allowed", sorted.tree.num_nodes);
+  Kokkos::deep_copy(allowed, 1e-4);
+  std::vector<OpeningTest> tests = {OpeningTest{0.6, 0.0}, OpeningTest{0.8, 0.0, 7, allowed, 0.1},
+                                    OpeningTest{0.8, 0.0, 7, allowed, 1.0}};
+  for (auto& test : tests) test.m2p_theta = 0.3;
+  for (std::size_t t = 0; t < tests.size(); ++t) {
+    PairLists m2l, p2p, m2p;
+    DualTreeWalk whole;
+    whole.run(space, sorted.tree, geometry, tests[t], 0, m2l, p2p, m2p);
+    ASSERT_GT(m2p.num_entries, 0) << "test " << t << ": no M2P pair, the comparison shows less";
+    DualTreeWalk chunked;  // kept across chunk sizes: its scratch shrinks and grows again
+    for (long long chunk : {1LL, 37LL, 1000LL, 1LL << 20}) {
+      chunked.set_candidate_chunk(chunk);
+      PairLists m2l_c, p2p_c, m2p_c;
+      chunked.run(space, sorted.tree, geometry, tests[t], 0, m2l_c, p2p_c, m2p_c);
+      std::string const where = fmt::format("test {}, chunk {}", t, chunk);
+      EXPECT_TRUE(kfmm_test::to_host(m2l) == kfmm_test::to_host(m2l_c)) << where;
+      EXPECT_TRUE(kfmm_test::to_host(p2p) == kfmm_test::to_host(p2p_c)) << where;
+      EXPECT_TRUE(kfmm_test::to_host(m2p) == kfmm_test::to_host(m2p_c)) << where;
+    }
+  }
+  DualTreeWalk walk;
+  EXPECT_THROW(walk.set_candidate_chunk(0), Error);
+}
+
 // The first evaluation of the relative criterion estimates |a| at a lower order q from the
 // order-p multipoles: in the graded layout the first coefficients of an order-p multipole are
 // the order-q multipole about the same centre, as the lower-order pass computes it itself.
