@@ -671,6 +671,7 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
       PairLists* next = &open_[(iteration + 1) % 2];
       out[2] = next;
       next->num_groups = next->num_entries = 0;
+      bool const lanes = !gpu_shaped_kernels<ExecutionSpace>() && !use_gpu_shape<ExecutionSpace>();
       int level_groups[num_lists] = {};  // groups this level adds to each list
       bool fit = true;
       for (std::size_t chunk = 0; chunk + 1 < chunk_group.size() && fit; ++chunk) {
@@ -693,7 +694,6 @@ void DualTreeWalk::run(ExecutionSpace const& space, Tree<> const& tree, NodeGeom
         auto const candidate_node = candidate_node_;
         if (relative) grow_scratch(candidate_value_, chunk_candidates + 1, "kfmm::walk::candidate_value");
         auto const candidate_value = candidate_value_;
-        bool const lanes = !gpu_shaped_kernels<ExecutionSpace>() && !use_gpu_shape<ExecutionSpace>();
         Kokkos::parallel_for(
             "kfmm::fmm::walk::count",
             Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, chunk_groups),
@@ -831,25 +831,29 @@ void DualTreeWalk::chunk_level(ExecutionSpace const& space, long long candidates
   }
 }
 
-long long DualTreeWalk::candidate_chunk_from_environment() {
-  char const* text = std::getenv("KFMM_WALK_CANDIDATE_CHUNK");
-  if (text == nullptr || *text == 0) return 1 << 20;
+namespace {
+
+// A testing hook: the integer in [1, limit] that the environment variable `name` holds, or
+// `fallback` when it is unset or empty.
+long long hook_from_environment(char const* name, long long fallback, long long limit) {
+  char const* text = std::getenv(name);
+  if (text == nullptr || *text == 0) return fallback;
   char* end = nullptr;
   long long const value = std::strtoll(text, &end, 10);
-  if (*end != 0 || value < 1)
-    fail("KFMM_WALK_CANDIDATE_CHUNK = '{}' must be an integer ≥ 1 (a testing hook; unset it)", text);
+  if (*end != 0 || value < 1 || value > limit)
+    fail("{} = '{}' must be an integer in [1, {}] (a testing hook; unset it)", name, text, limit);
   return value;
 }
 
+}  // namespace
+
+long long DualTreeWalk::candidate_chunk_from_environment() {
+  return hook_from_environment("KFMM_WALK_CANDIDATE_CHUNK", 1 << 20, std::numeric_limits<long long>::max());
+}
+
 long long DualTreeWalk::index_limit_from_environment() {
-  char const* text = std::getenv("KFMM_WALK_INDEX_LIMIT");
-  if (text == nullptr || *text == 0) return std::numeric_limits<int>::max();
-  char* end = nullptr;
-  long long const value = std::strtoll(text, &end, 10);
-  if (*end != 0 || value < 1 || value > std::numeric_limits<int>::max())
-    fail("KFMM_WALK_INDEX_LIMIT = '{}' must be an integer in [1, {}] (a testing hook; unset it)", text,
-         std::numeric_limits<int>::max());
-  return value;
+  return hook_from_environment("KFMM_WALK_INDEX_LIMIT", std::numeric_limits<int>::max(),
+                               std::numeric_limits<int>::max());
 }
 
 }  // namespace kfmm
