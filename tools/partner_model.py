@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Geometric model of the distributed walk's partners under the angle criterion.
+
+Particles uniform in a cube; R ranks own equal, contiguous ranges of the Peano-Hilbert curve
+(kfmm's curve: Skilling's transposed index, as core/hilbert.hpp). A rank's subtree roots are
+the largest octree cells inside its range. The dual-tree walk opens a pair (a, b) of cells of
+the same level into all child pairs when r_a + r_b > theta * d (r: half the cell diagonal, the
+tight radius of a full cell of uniform particles; d: distance of the centres). Rank A must ask
+rank B for the children of B's root b when a pair (a, b) fails with a a cell of A's particles
+at b's level, every ancestor pair failing too (else the walk never reaches (a, b)). A's
+partners: the ranks it asks and the ranks that ask it (it replies to them).
+
+The model leaves out what the measured runs add (tools/weak_scaling.py): the splitters'
+deviation from equal ranges, tight radii below half the diagonal, M2P and the particle import;
+it is meant to show how the count grows with R, not to reproduce it exactly.
+
+Usage: tools/partner_model.py [--theta 0.75] [--ranks 16 32 64 128 256 512 1024 4096]
+"""
+import argparse
+import math
+
+import numpy as np
+
+KEY_BITS = 21
+
+
+def hilbert_keys(ix, iy, iz):
+    """kfmm's hilbert_key (core/hilbert.hpp) of 21-bit integer coordinates, vectorised."""
+    x, y, z = (np.asarray(a, dtype=np.uint64) & np.uint64((1 << KEY_BITS) - 1) for a in (ix, iy, iz))
+    for bit in range(KEY_BITS - 1, 0, -1):
+        p = np.uint64((1 << bit) - 1)
+        one = np.uint64(1)
+        b = np.uint64(bit)
+        u, v, w = x.copy(), y.copy(), z.copy()
+        u ^= np.where((u >> b) & one, p, np.uint64(0))
+        setv = (v >> b) & one
+        u ^= np.where(setv, p, np.uint64(0))
+        t = np.where(setv, np.uint64(0), (u ^ v) & p)
+        u ^= t
+        v ^= t
+        setw = (w >> b) & one
+        u ^= np.where(setw, p, np.uint64(0))
+        t = np.where(setw, np.uint64(0), (u ^ w) & p)
+        u ^= t
+        w ^= t
+        x, y, z = u, v, w
+    u = x
+    v = y ^ u
+    w = z ^ v
+    t = np.zeros_like(u)
+    for bit in range(KEY_BITS - 1, 0, -1):
+        t ^= np.where((w >> np.uint64(bit)) & np.uint64(1), np.uint64((1 << bit) - 1), np.uint64(0))
+    u, v, w = u ^ t, v ^ t, w ^ t
+    key = np.zeros_like(u)
+    for q in range(KEY_BITS):
+        qb = np.uint64(q)
+        key |= ((u >> qb) & np.uint64(1)) << np.uint64(3 * q + 2)
+        key |= ((v >> qb) & np.uint64(1)) << np.uint64(3 * q + 1)
+        key |= ((w >> qb) & np.uint64(1)) << np.uint64(3 * q)
+    return key
+
+
+def model(num_ranks, theta):
+    # Fine level: at least 64 fine cells per rank, so that every rank's range ends on them.
+    fine = max(3, math.ceil(math.log(64 * num_ranks, 8)))
+    side = 1 << fine
+    g = np.arange(side, dtype=np.uint64)
+    ix, iy, iz = np.meshgrid(g, g, g, indexing="ij")
+    shift = np.uint64(KEY_BITS - fine)
+    keys = hilbert_keys(ix.ravel() << shift, iy.ravel() << shift, iz.ravel() << shift) >> np.uint64(3 * (KEY_BITS - fine))
+    # Cell coordinates by key at the fine level (keys are a permutation of 0 .. 8^fine - 1).
+    coords = np.empty((side**3, 3), dtype=np.int64)
+    coords[keys.astype(np.int64)] = np.stack([ix.ravel(), iy.ravel(), iz.ravel()], axis=1)
+    total = side**3
+    bounds = [total * r // num_ranks for r in range(num_ranks + 1)]
+    owner_of_fine = np.repeat(np.arange(num_ranks), np.diff(bounds))
+
+    # Per level: the owner of each cell when one rank holds all of it (-1: shared), and the
+    # ranks holding particles in it.
+    roots = {}  # (level, x, y, z) -> owner, for the largest whole cells (subtree roots)
+    holders = {}  # level -> dict cell key -> set of ranks
+    whole = {}
+    for level in range(0, fine + 1):
+        span = 8 ** (fine - level)
+        first = owner_of_fine[0::span]
+        last = owner_of_fine[span - 1 :: span]
+        whole[level] = np.where(first == last, first, -1)
+    for level in range(0, fine + 1):
+        span = 8 ** (fine - level)
+        cell_coords = coords[0::span] >> (fine - level)
+        for c in range(len(whole[level])):
+            o = whole[level][c]
+            if o < 0:
+                continue
+            parent_whole = level > 0 and whole[level - 1][c // 8] >= 0
+            if not parent_whole:
+                roots[(level,) + tuple(cell_coords[c])] = int(o)
+
+    fine_key = np.empty((side, side, side), dtype=np.int64)
+    fine_key[coords[:, 0], coords[:, 1], coords[:, 2]] = np.arange(total)
+
+    def holders(a, level):
+        # Ranks with particles in cell a of the level: those owning its range of fine cells.
+        up = fine - level
+        first = fine_key[a[0] << up, a[1] << up, a[2] << up] >> (3 * up) << (3 * up)
+        return range(owner_of_fine[first], owner_of_fine[first + 8**up - 1] + 1)
+
+    def fails(a, b, size):
+        d = math.sqrt(sum((a[i] - b[i]) ** 2 for i in range(3))) * size
+        r = 0.5 * math.sqrt(3.0) * size
+        return 2 * r > theta * d
+
+    def chain_fails(a, b, level):
+        # Every pair of ancestors down from the root fails (or is the same cell).
+        for up in range(1, level):
+            sa = tuple(v >> up for v in a)
+            sb = tuple(v >> up for v in b)
+            if sa == sb:
+                return True
+            if not fails(sa, sb, 1.0 / (1 << (level - up))):
+                return False
+        return True
+
+    reach = math.sqrt(3.0) / theta
+    span = int(math.ceil(reach))
+    offsets = [(dx, dy, dz) for dx in range(-span, span + 1) for dy in range(-span, span + 1)
+               for dz in range(-span, span + 1) if 0 < dx * dx + dy * dy + dz * dz < reach * reach]
+    asks = [set() for _ in range(num_ranks)]
+    for (level, bx, by, bz), owner in roots.items():
+        n = 1 << level
+        for dx, dy, dz in offsets:
+            a = (bx + dx, by + dy, bz + dz)
+            if not (0 <= a[0] < n and 0 <= a[1] < n and 0 <= a[2] < n):
+                continue
+            if not chain_fails(a, (bx, by, bz), level):
+                continue
+            for rank in holders(a, level):
+                if rank != owner:
+                    asks[rank].add(owner)
+    partners = [set(asks[r]) for r in range(num_ranks)]
+    for r in range(num_ranks):
+        for o in asks[r]:
+            partners[o].add(r)
+    counts = np.array([len(p) for p in partners])
+    asked = np.array([len(a) for a in asks])
+    top = np.argsort(-counts)[:4]
+    return {
+        "asked_mean": asked.mean(),
+        "asked_max": asked.max(),
+        "mean": counts.mean(),
+        "max": counts.max(),
+        "median": float(np.median(counts)),
+        "most": [(int(r), int(counts[r])) for r in top],
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--theta", type=float, default=0.75)
+    parser.add_argument("--ranks", type=int, nargs="+", default=[16, 32, 64, 128, 256, 512, 1024])
+    args = parser.parse_args()
+    print("| R | asks (mean / max) | partners (mean / max) | median | most connected (partners) |")
+    print("|---|---|---|---|---|")
+    for r in args.ranks:
+        m = model(r, args.theta)
+        most = ", ".join(f"{rank} ({n})" for rank, n in m["most"])
+        print(f"| {r} | {m['asked_mean']:.1f} / {m['asked_max']} | {m['mean']:.1f} / {m['max']} | {m['median']:.0f} | {most} |",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
