@@ -60,9 +60,12 @@ def hilbert_keys(ix, iy, iz):
     return key
 
 
-def model(num_ranks, theta):
-    # Fine level: at least 64 fine cells per rank, so that every rank's range ends on them.
-    fine = max(3, math.ceil(math.log(64 * num_ranks, 8)))
+def model(num_ranks, theta, jitter=0.0, seed=1):
+    """`jitter` > 0: each boundary between ranks moves by a uniform random fraction of a domain
+    in [-jitter, jitter] (sampled splitters miss the equal ranges; slivers of the next cell)."""
+    # Fine level: at least 64 fine cells per rank (512 with jitter), so that every rank's range
+    # ends on them.
+    fine = max(3, math.ceil(math.log((512 if jitter > 0 else 64) * num_ranks, 8)))
     side = 1 << fine
     g = np.arange(side, dtype=np.uint64)
     ix, iy, iz = np.meshgrid(g, g, g, indexing="ij")
@@ -73,6 +76,11 @@ def model(num_ranks, theta):
     coords[keys.astype(np.int64)] = np.stack([ix.ravel(), iy.ravel(), iz.ravel()], axis=1)
     total = side**3
     bounds = [total * r // num_ranks for r in range(num_ranks + 1)]
+    if jitter > 0:
+        rng = np.random.default_rng(seed)
+        per_rank = total / num_ranks
+        for r in range(1, num_ranks):
+            bounds[r] = int(round(bounds[r] + rng.uniform(-jitter, jitter) * per_rank))
     owner_of_fine = np.repeat(np.arange(num_ranks), np.diff(bounds))
 
     # Per level: the owner of each cell when one rank holds all of it (-1: shared), and the
@@ -158,11 +166,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--theta", type=float, default=0.75)
     parser.add_argument("--ranks", type=int, nargs="+", default=[16, 32, 64, 128, 256, 512, 1024])
+    parser.add_argument("--jitter", type=float, default=0.0,
+                        help="move each boundary between ranks by up to this fraction of a domain (random)")
+    parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     print("| R | asks (mean / max) | partners (mean / max) | median | most connected (partners) |")
     print("|---|---|---|---|---|")
     for r in args.ranks:
-        m = model(r, args.theta)
+        m = model(r, args.theta, args.jitter, args.seed)
         most = ", ".join(f"{rank} ({n})" for rank, n in m["most"])
         print(f"| {r} | {m['asked_mean']:.1f} / {m['asked_max']} | {m['mean']:.1f} / {m['max']} | {m['median']:.0f} | {most} |",
               flush=True)

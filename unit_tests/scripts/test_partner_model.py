@@ -36,6 +36,10 @@ def main():
         m = partner_model.model(r, 0.75)
         if round(m["mean"], 1) != mean or m["max"] != most:
             failures.append(f"R = {r}: partners {m['mean']:.1f} / {m['max']}, the README has {mean} / {most}")
+    # Boundaries moved by up to 5 % of a domain (the README's R = 128 row, seed 1).
+    m = partner_model.model(128, 0.75, 0.05, 1)
+    if round(m["mean"], 1) != 26.0 or m["max"] != 53:
+        failures.append(f"R = 128, jitter 0.05: partners {m['mean']:.1f} / {m['max']}, the README has 26.0 / 53")
     for f in failures:
         print("FAIL:", f)
     if failures:
