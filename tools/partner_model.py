@@ -60,9 +60,11 @@ def hilbert_keys(ix, iy, iz):
     return key
 
 
-def model(num_ranks, theta, jitter=0.0, seed=1):
+def model(num_ranks, theta, jitter=0.0, seed=1, replicated_depth=0):
     """`jitter` > 0: each boundary between ranks moves by a uniform random fraction of a domain
-    in [-jitter, jitter] (sampled splitters miss the equal ranges; slivers of the next cell)."""
+    in [-jitter, jitter] (sampled splitters miss the equal ranges; slivers of the next cell).
+    `replicated_depth` > 0: every rank also holds that many levels of the others' roots'
+    descendants (a larger replicated top tree), so it asks only when a pair fails below them."""
     # Fine level: at least 64 fine cells per rank (512 with jitter), so that every rank's range
     # ends on them.
     fine = max(3, math.ceil(math.log((512 if jitter > 0 else 64) * num_ranks, 8)))
@@ -134,7 +136,16 @@ def model(num_ranks, theta, jitter=0.0, seed=1):
     offsets = [(dx, dy, dz) for dx in range(-span, span + 1) for dy in range(-span, span + 1)
                for dz in range(-span, span + 1) if 0 < dx * dx + dy * dy + dz * dz < reach * reach]
     asks = [set() for _ in range(num_ranks)]
+    asked_cells = {}
     for (level, bx, by, bz), owner in roots.items():
+        depth = min(replicated_depth, fine - level)
+        n = 1 << depth
+        for cx in range(n):
+            for cy in range(n):
+                for cz in range(n):
+                    asked_cells[(level + depth, (bx << depth) + cx, (by << depth) + cy, (bz << depth) + cz)] = owner
+    replicated_records = len(asked_cells)
+    for (level, bx, by, bz), owner in asked_cells.items():
         n = 1 << level
         for dx, dy, dz in offsets:
             a = (bx + dx, by + dy, bz + dz)
@@ -159,6 +170,7 @@ def model(num_ranks, theta, jitter=0.0, seed=1):
         "max": counts.max(),
         "median": float(np.median(counts)),
         "most": [(int(r), int(counts[r])) for r in top],
+        "replicated": replicated_records,
     }
 
 
@@ -169,13 +181,15 @@ def main():
     parser.add_argument("--jitter", type=float, default=0.0,
                         help="move each boundary between ranks by up to this fraction of a domain (random)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--replicated-depth", type=int, default=0,
+                        help="levels of the roots' descendants every rank also holds")
     args = parser.parse_args()
-    print("| R | asks (mean / max) | partners (mean / max) | median | most connected (partners) |")
-    print("|---|---|---|---|---|")
+    print("| R | asks (mean / max) | partners (mean / max) | median | most connected (partners) | replicated cells |")
+    print("|---|---|---|---|---|---|")
     for r in args.ranks:
-        m = model(r, args.theta, args.jitter, args.seed)
+        m = model(r, args.theta, args.jitter, args.seed, args.replicated_depth)
         most = ", ".join(f"{rank} ({n})" for rank, n in m["most"])
-        print(f"| {r} | {m['asked_mean']:.1f} / {m['asked_max']} | {m['mean']:.1f} / {m['max']} | {m['median']:.0f} | {most} |",
+        print(f"| {r} | {m['asked_mean']:.1f} / {m['asked_max']} | {m['mean']:.1f} / {m['max']} | {m['median']:.0f} | {most} | {m['replicated']} |",
               flush=True)
 
 

@@ -40,6 +40,11 @@ def main():
     m = partner_model.model(128, 0.75, 0.05, 1)
     if round(m["mean"], 1) != 26.0 or m["max"] != 53:
         failures.append(f"R = 128, jitter 0.05: partners {m['mean']:.1f} / {m['max']}, the README has 26.0 / 53")
+    # One more level of the top tree replicated (the README's R = 64 row).
+    m = partner_model.model(64, 0.75, replicated_depth=1)
+    if round(m["mean"], 1) != 14.6 or m["max"] != 26 or m["replicated"] != 512:
+        failures.append(f"R = 64, replicated depth 1: partners {m['mean']:.1f} / {m['max']} over {m['replicated']} "
+                        "cells, the README has 14.6 / 26 over 512")
     for f in failures:
         print("FAIL:", f)
     if failures:
