@@ -10,11 +10,14 @@ rank B for the children of B's root b when a pair (a, b) fails with a a cell of 
 at b's level, every ancestor pair failing too (else the walk never reaches (a, b)). A's
 partners: the ranks it asks and the ranks that ask it (it replies to them).
 
-The model leaves out what the measured runs add (tools/weak_scaling.py): the splitters'
-deviation from equal ranges, tight radii below half the diagonal, M2P and the particle import;
-it is meant to show how the count grows with R, not to reproduce it exactly.
+The model leaves out what the measured runs add (tools/weak_scaling.py): tight radii below half
+the diagonal, M2P, the particle import and, unless --jitter moves the boundaries, the sampled
+splitters' deviation from equal ranges; it is meant to show how the count grows with R, not to
+reproduce it exactly. --replicated-depth D: every rank also holds D levels below the others'
+roots (a larger replicated top tree), so it asks only when a pair fails below them.
 
-Usage: tools/partner_model.py [--theta 0.75] [--ranks 16 32 64 128 256 512 1024 4096]
+Usage: tools/partner_model.py [--theta 0.75] [--ranks 16 32 ...] [--jitter 0.05 [--seed 2]]
+                              [--replicated-depth 1]
 """
 import argparse
 import math
@@ -85,10 +88,8 @@ def model(num_ranks, theta, jitter=0.0, seed=1, replicated_depth=0):
             bounds[r] = int(round(bounds[r] + rng.uniform(-jitter, jitter) * per_rank))
     owner_of_fine = np.repeat(np.arange(num_ranks), np.diff(bounds))
 
-    # Per level: the owner of each cell when one rank holds all of it (-1: shared), and the
-    # ranks holding particles in it.
+    # Per level: the owner of each cell when one rank holds all of it (-1: shared).
     roots = {}  # (level, x, y, z) -> owner, for the largest whole cells (subtree roots)
-    holders = {}  # level -> dict cell key -> set of ranks
     whole = {}
     for level in range(0, fine + 1):
         span = 8 ** (fine - level)
@@ -184,6 +185,12 @@ def main():
     parser.add_argument("--replicated-depth", type=int, default=0,
                         help="levels of the roots' descendants every rank also holds")
     args = parser.parse_args()
+    if not 0 <= args.jitter < 0.5:
+        parser.error(f"--jitter {args.jitter}: give a fraction of a domain in [0, 0.5), so that boundaries keep their order")
+    if not 0 < args.theta < 1.5:
+        parser.error(f"--theta {args.theta}: give an opening angle in (0, 1.5), as kfmm accepts")
+    if min(args.ranks) < 1 or args.replicated_depth < 0:
+        parser.error("--ranks must be at least 1 and --replicated-depth at least 0")
     print("| R | asks (mean / max) | partners (mean / max) | median | most connected (partners) | replicated cells |")
     print("|---|---|---|---|---|---|")
     for r in args.ranks:
