@@ -88,24 +88,19 @@ def model(num_ranks, theta, jitter=0.0, seed=1, replicated_depth=0):
             bounds[r] = int(round(bounds[r] + rng.uniform(-jitter, jitter) * per_rank))
     owner_of_fine = np.repeat(np.arange(num_ranks), np.diff(bounds))
 
-    # Per level: the owner of each cell when one rank holds all of it (-1: shared).
-    roots = {}  # (level, x, y, z) -> owner, for the largest whole cells (subtree roots)
-    whole = {}
+    # Subtree roots: cells one rank holds whole whose parent it does not (level by level, the
+    # owner of each cell when one rank holds all of it, -1 when shared).
+    roots = {}  # (level, x, y, z) -> owner
+    parent_whole = np.array([False])
     for level in range(0, fine + 1):
-        span = 8 ** (fine - level)
-        first = owner_of_fine[0::span]
-        last = owner_of_fine[span - 1 :: span]
-        whole[level] = np.where(first == last, first, -1)
-    for level in range(0, fine + 1):
-        span = 8 ** (fine - level)
-        cell_coords = coords[0::span] >> (fine - level)
-        for c in range(len(whole[level])):
-            o = whole[level][c]
-            if o < 0:
-                continue
-            parent_whole = level > 0 and whole[level - 1][c // 8] >= 0
-            if not parent_whole:
-                roots[(level,) + tuple(cell_coords[c])] = int(o)
+        cells = 8 ** (fine - level)
+        first = owner_of_fine[0::cells]
+        whole = first == owner_of_fine[cells - 1 :: cells]
+        new_root = np.flatnonzero(whole & ~np.repeat(parent_whole, 8 if level > 0 else 1))
+        cell_coords = coords[new_root * cells] >> (fine - level)
+        for c, xyz in zip(new_root, cell_coords):
+            roots[(level,) + tuple(int(v) for v in xyz)] = int(first[c])
+        parent_whole = whole
 
     fine_key = np.empty((side, side, side), dtype=np.int64)
     fine_key[coords[:, 0], coords[:, 1], coords[:, 2]] = np.arange(total)
@@ -133,9 +128,9 @@ def model(num_ranks, theta, jitter=0.0, seed=1, replicated_depth=0):
         return True
 
     reach = math.sqrt(3.0) / theta
-    span = int(math.ceil(reach))
-    offsets = [(dx, dy, dz) for dx in range(-span, span + 1) for dy in range(-span, span + 1)
-               for dz in range(-span, span + 1) if 0 < dx * dx + dy * dy + dz * dz < reach * reach]
+    cells_out = int(math.ceil(reach))
+    steps = range(-cells_out, cells_out + 1)
+    offsets = [(dx, dy, dz) for dx in steps for dy in steps for dz in steps if 0 < dx * dx + dy * dy + dz * dz < reach * reach]
     asks = [set() for _ in range(num_ranks)]
     asked_cells = {}
     for (level, bx, by, bz), owner in roots.items():
