@@ -248,7 +248,10 @@ class ForceSolver::Impl {
         fault_injection::point("force.p2p");
         if (near == Near::keep) {
           near_reuse_.start(space_, n);
-          pass.add_near_field(space_, tree_, geometry_, p2p, sources, targets_, near_reuse_.phi(), near_reuse_.grad());
+          // The near field does not depend on the order: pass_ sums it, so that the final
+          // evaluation's near field finds its scratch (relative positions) already touched.
+          pass_->add_near_field(space_, tree_, geometry_, p2p, sources, targets_, near_reuse_.phi(),
+                                near_reuse_.grad());
           near_reuse_.add_all(space_, targets_, phi_, grad_);
           try {
             near_reuse_.index(space_, p2p, tree_.num_nodes);

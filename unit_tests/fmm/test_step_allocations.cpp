@@ -103,6 +103,30 @@ TEST_F(StepAllocationsTest, RelativeCriterionAllocatesNothingAfterTheSecondStep)
   expect_no_allocations_after(per_step, 2);
 }
 
+// A first relative call estimates |a| at a lower order, with an expansion pass of its own, but
+// sums its near field with the solver's pass, so the final evaluation's near field finds its
+// scratch (the sources' positions relative to their leaves) grown and touched. Before, the
+// estimate's pass grew a second one: fresh memory, which the first call pays for page by page.
+// On several ranks the final evaluation imports more leaf particles than the estimate and may
+// grow it once more.
+TEST_F(StepAllocationsTest, TheFirstRelativeCallGrowsOneNearFieldScratch) {
+  auto particles = make(12000);
+  FMMConfig config;
+  config.opening = OpeningCriterion::Relative;
+  ASSERT_LT(config.estimate_order, config.order) << "the estimate must run a pass of its own (the test's premise)";
+  ForceSolver solver(world, config);
+  MemoryAccounting accounting;
+  accounting.clear_allocation_log();
+  solver.compute(particles);
+  int scratch = 0;
+  for (auto const& [label, bytes] : accounting.allocation_log())
+    if (label == "kfmm::fmm::p2p::xm" && bytes > 0) ++scratch;
+  if (world.size() == 1)
+    EXPECT_EQ(scratch, 1) << describe(accounting.allocation_log());
+  else
+    EXPECT_LE(scratch, 2) << "rank " << world.rank() << describe(accounting.allocation_log());
+}
+
 // A first call on particles in generation order (every rank's slice spread over the whole
 // volume) moves most of them: the decomposition's exchange buffers (send and receive slots, at
 // least 72 B per row) are released after it, and what the call's later exchanges (near-field and
