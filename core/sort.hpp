@@ -5,6 +5,7 @@
 /// particle fields into key order.
 #include <kfmm/core/displaced_keys.hpp>
 #include <kfmm/core/error.hpp>
+#include <kfmm/core/huge_pages.hpp>
 #include <kfmm/core/kernel_shape.hpp>
 #include <kfmm/core/particles.hpp>
 #include <kfmm/core/sorted_runs.hpp>
@@ -517,7 +518,7 @@ class KeySorter {
       run_first_block_ = IndexView(alloc("kfmm::sort::run_first_block"), starts);
       run_count_ = IndexView(alloc("kfmm::sort::run_count"), 1);
     }
-    if (run_windows_.extent(0) < table) run_windows_ = IndexView(alloc("kfmm::sort::run_windows"), with_slack(table));
+    if (run_windows_.extent(0) < table) run_windows_ = kept(IndexView(alloc("kfmm::sort::run_windows"), with_slack(table)));
     Kokkos::deep_copy(space, run_count_, Index(0));
     detail::find_run_starts(space, keys, n, Kokkos::subview(run_starts_, Kokkos::make_pair(0, runs)), run_count_);
     detail::order_run_starts(space, run_starts_, runs, n, block, run_begin_, run_first_block_);
@@ -532,6 +533,9 @@ class KeySorter {
     Kokkos::deep_copy(space, Kokkos::subview(permutation, range), Kokkos::subview(permutation_scratch_, range));
     return true;
   }
+
+  /// The keys' scratch as the sorts grew it (tests check where its memory lives).
+  KeyView const& key_scratch() const { return keys_scratch_; }
 
   /// Input keys per window block of sort_runs().
   static constexpr std::size_t merge_runs_block = 1024;
@@ -634,8 +638,8 @@ class KeySorter {
     detail::RadixBlocks blocks = cpu_blocks(space, n);
     grow_scratch(space, n, detail::radix * blocks.count);
     if (slots_.extent(0) < n)
-      slots_ = IndexView(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kfmm::sort::permutation_slots"),
-                         with_slack(n));
+      slots_ = kept(IndexView(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kfmm::sort::permutation_slots"),
+                              with_slack(n)));
     detail::plan_blocked_permutation(space, permutation, permutation_scratch_, slots_, counts_, blocks,
                                      detail::permutation_windows(n, window_shift));
     detail::apply_blocked_permutation_through(space, permutation_scratch_, slots_, particles.pos, n, keys_scratch_);
@@ -702,13 +706,21 @@ class KeySorter {
     };
     std::size_t const room = n / displaced_key_spacing + 1;
     grow_scratch(space, n + room, 1);
-    if (slots_.extent(0) < n) slots_ = IndexView(alloc("kfmm::sort::permutation_slots"), with_slack(n));
+    if (slots_.extent(0) < n) slots_ = kept(IndexView(alloc("kfmm::sort::permutation_slots"), with_slack(n)));
     if (moved_keys_.extent(0) < room) {
-      moved_keys_ = KeyView(alloc("kfmm::sort::moved_keys"), with_slack(room));
-      moved_index_ = IndexView(alloc("kfmm::sort::moved_index"), with_slack(room));
-      moved_order_ = IndexView(alloc("kfmm::sort::moved_order"), with_slack(room));
+      moved_keys_ = kept(KeyView(alloc("kfmm::sort::moved_keys"), with_slack(room)));
+      moved_index_ = kept(IndexView(alloc("kfmm::sort::moved_index"), with_slack(room)));
+      moved_order_ = kept(IndexView(alloc("kfmm::sort::moved_order"), with_slack(room)));
     }
     return room;
+  }
+
+  // Scratch kept between calls: large host scratch goes on huge pages before its first touch
+  // (core/huge_pages.hpp), as the solver's other kept Views do.
+  template <class View>
+  static View kept(View view) {
+    advise_huge_pages(view, kept_huge_page_min_bytes);
+    return view;
   }
 
   // Scratch is kept between calls and grows with slack, so that a solver whose particle count
@@ -720,10 +732,10 @@ class KeySorter {
     auto const alloc = [&](std::string const& label) {
       return Kokkos::view_alloc(space, Kokkos::WithoutInitializing, label);
     };
-    if (keys_scratch_.extent(0) < n) keys_scratch_ = KeyView(alloc("kfmm::sort::keys_scratch"), with_slack(n));
+    if (keys_scratch_.extent(0) < n) keys_scratch_ = kept(KeyView(alloc("kfmm::sort::keys_scratch"), with_slack(n)));
     if (counts == 0) return;
     if (permutation_scratch_.extent(0) < n)
-      permutation_scratch_ = IndexView(alloc("kfmm::sort::permutation_scratch"), with_slack(n));
+      permutation_scratch_ = kept(IndexView(alloc("kfmm::sort::permutation_scratch"), with_slack(n)));
     if (counts_.extent(0) < counts) counts_ = IndexView(alloc("kfmm::sort::digit_counts"), counts);
   }
 

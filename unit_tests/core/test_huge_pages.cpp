@@ -1,9 +1,10 @@
 // allocate_large: the extents asked for, and the interior of a large host View marked for
 // transparent huge pages (VmFlags "hg" in /proc/self/smaps) while small Views are left alone;
 // the same for the work Views that grow_preserving / grow_discarding grow from 4 MiB on, and for
-// the particles when they grow (a run's first decomposition).
+// the particles when they grow (a run's first decomposition), and for a key sorter's scratch.
 #include <kfmm/core/huge_pages.hpp>
 #include <kfmm/core/particles.hpp>
+#include <kfmm/core/sort.hpp>
 #include <kfmm/core/types.hpp>
 #include <kfmm/core/view_growth.hpp>
 
@@ -11,6 +12,7 @@
 
 #include <cstdint>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -107,6 +109,28 @@ TEST_F(HugePagesTest, GrownParticlesAreMarkedAndKeepTheirRows) {
     EXPECT_EQ(particles.id(i), std::uint64_t(100 + i));
   }
   EXPECT_EQ(particles.mass(rows - 1), 0.0);  // new rows value-initialised, as before
+}
+
+// A key sorter keeps its scratch between sorts (the solver sorts every step): large host scratch
+// goes on huge pages before its first touch. Before, the first sort of a run faulted it in 4 KiB
+// at a time.
+TEST_F(HugePagesTest, KeySorterScratchIsMarked) {
+  if (!std::is_same<kfmm::MemorySpace, Kokkos::HostSpace>::value) GTEST_SKIP() << "device memory is never advised";
+  if (!transparent_huge_pages_available()) GTEST_SKIP() << "this kernel offers no transparent huge pages";
+  // Beyond glibc's largest mmap threshold (32 MiB): the scratch is a fresh mapping, not heap
+  // memory that an earlier test's marked View may have left marked.
+  std::size_t const n = (kfmm::huge_page_min_bytes + (std::size_t(8) << 20)) / sizeof(std::uint64_t);
+  Kokkos::View<std::uint64_t*, kfmm::MemorySpace> keys("keys", n);
+  Kokkos::View<std::uint32_t*, kfmm::MemorySpace> permutation("permutation", n);
+  auto host = Kokkos::create_mirror_view(keys);
+  std::mt19937_64 random(7);
+  for (std::size_t i = 0; i < n; ++i) host(i) = random();
+  Kokkos::deep_copy(keys, host);
+  kfmm::KeySorter<kfmm::MemorySpace> sorter;
+  ASSERT_TRUE(sorter.sort(kfmm::ExecutionSpace(), keys, permutation, n));
+  auto const& scratch = sorter.key_scratch();
+  ASSERT_GE(scratch.extent(0), n);
+  EXPECT_NE(mapping_flags(scratch.data() + n / 2).find(" hg"), std::string::npos) << mapping_flags(scratch.data() + n / 2);
 }
 
 }  // namespace
