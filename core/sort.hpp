@@ -518,7 +518,8 @@ class KeySorter {
       run_first_block_ = IndexView(alloc("kfmm::sort::run_first_block"), starts);
       run_count_ = IndexView(alloc("kfmm::sort::run_count"), 1);
     }
-    if (run_windows_.extent(0) < table) run_windows_ = kept(IndexView(alloc("kfmm::sort::run_windows"), with_slack(table)));
+    if (run_windows_.extent(0) < table)
+      run_windows_ = kept(IndexView(alloc("kfmm::sort::run_windows"), with_slack(table)));
     Kokkos::deep_copy(space, run_count_, Index(0));
     detail::find_run_starts(space, keys, n, Kokkos::subview(run_starts_, Kokkos::make_pair(0, runs)), run_count_);
     detail::order_run_starts(space, run_starts_, runs, n, block, run_begin_, run_first_block_);

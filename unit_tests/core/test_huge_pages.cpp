@@ -130,7 +130,8 @@ TEST_F(HugePagesTest, KeySorterScratchIsMarked) {
   ASSERT_TRUE(sorter.sort(kfmm::ExecutionSpace(), keys, permutation, n));
   auto const& scratch = sorter.key_scratch();
   ASSERT_GE(scratch.extent(0), n);
-  EXPECT_NE(mapping_flags(scratch.data() + n / 2).find(" hg"), std::string::npos) << mapping_flags(scratch.data() + n / 2);
+  std::string const flags = mapping_flags(scratch.data() + n / 2);
+  EXPECT_NE(flags.find(" hg"), std::string::npos) << flags;
 }
 
 }  // namespace
