@@ -519,7 +519,7 @@ class KeySorter {
       run_count_ = IndexView(alloc("kfmm::sort::run_count"), 1);
     }
     if (run_windows_.extent(0) < table)
-      run_windows_ = kept(IndexView(alloc("kfmm::sort::run_windows"), with_slack(table)));
+      run_windows_ = allocate_kept<IndexView>("kfmm::sort::run_windows", with_slack(table));
     Kokkos::deep_copy(space, run_count_, Index(0));
     detail::find_run_starts(space, keys, n, Kokkos::subview(run_starts_, Kokkos::make_pair(0, runs)), run_count_);
     detail::order_run_starts(space, run_starts_, runs, n, block, run_begin_, run_first_block_);
@@ -639,8 +639,7 @@ class KeySorter {
     detail::RadixBlocks blocks = cpu_blocks(space, n);
     grow_scratch(space, n, detail::radix * blocks.count);
     if (slots_.extent(0) < n)
-      slots_ = kept(IndexView(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kfmm::sort::permutation_slots"),
-                              with_slack(n)));
+      slots_ = allocate_kept<IndexView>("kfmm::sort::permutation_slots", with_slack(n));
     detail::plan_blocked_permutation(space, permutation, permutation_scratch_, slots_, counts_, blocks,
                                      detail::permutation_windows(n, window_shift));
     detail::apply_blocked_permutation_through(space, permutation_scratch_, slots_, particles.pos, n, keys_scratch_);
@@ -702,26 +701,15 @@ class KeySorter {
   // the room for the displaced ones); returns the most keys it may displace.
   template <class ExecutionSpace>
   std::size_t grow_displaced(ExecutionSpace const& space, std::size_t n) {
-    auto const alloc = [&](std::string const& label) {
-      return Kokkos::view_alloc(space, Kokkos::WithoutInitializing, label);
-    };
     std::size_t const room = n / displaced_key_spacing + 1;
     grow_scratch(space, n + room, 1);
-    if (slots_.extent(0) < n) slots_ = kept(IndexView(alloc("kfmm::sort::permutation_slots"), with_slack(n)));
+    if (slots_.extent(0) < n) slots_ = allocate_kept<IndexView>("kfmm::sort::permutation_slots", with_slack(n));
     if (moved_keys_.extent(0) < room) {
-      moved_keys_ = kept(KeyView(alloc("kfmm::sort::moved_keys"), with_slack(room)));
-      moved_index_ = kept(IndexView(alloc("kfmm::sort::moved_index"), with_slack(room)));
-      moved_order_ = kept(IndexView(alloc("kfmm::sort::moved_order"), with_slack(room)));
+      moved_keys_ = allocate_kept<KeyView>("kfmm::sort::moved_keys", with_slack(room));
+      moved_index_ = allocate_kept<IndexView>("kfmm::sort::moved_index", with_slack(room));
+      moved_order_ = allocate_kept<IndexView>("kfmm::sort::moved_order", with_slack(room));
     }
     return room;
-  }
-
-  // Scratch kept between calls: large host scratch goes on huge pages before its first touch
-  // (core/huge_pages.hpp), as the solver's other kept Views do.
-  template <class View>
-  static View kept(View view) {
-    advise_huge_pages(view, kept_huge_page_min_bytes);
-    return view;
   }
 
   // Scratch is kept between calls and grows with slack, so that a solver whose particle count
@@ -733,10 +721,10 @@ class KeySorter {
     auto const alloc = [&](std::string const& label) {
       return Kokkos::view_alloc(space, Kokkos::WithoutInitializing, label);
     };
-    if (keys_scratch_.extent(0) < n) keys_scratch_ = kept(KeyView(alloc("kfmm::sort::keys_scratch"), with_slack(n)));
+    if (keys_scratch_.extent(0) < n) keys_scratch_ = allocate_kept<KeyView>("kfmm::sort::keys_scratch", with_slack(n));
     if (counts == 0) return;
     if (permutation_scratch_.extent(0) < n)
-      permutation_scratch_ = kept(IndexView(alloc("kfmm::sort::permutation_scratch"), with_slack(n)));
+      permutation_scratch_ = allocate_kept<IndexView>("kfmm::sort::permutation_scratch", with_slack(n));
     if (counts_.extent(0) < counts) counts_ = IndexView(alloc("kfmm::sort::digit_counts"), counts);
   }
 
