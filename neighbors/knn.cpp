@@ -3,8 +3,10 @@
 #include <kfmm/core/error.hpp>
 #include <kfmm/core/hilbert.hpp>
 #include <kfmm/core/huge_pages.hpp>
+#include <kfmm/core/kernel_shape.hpp>
 #include <kfmm/neighbors/ghost_import.hpp>
 #include <kfmm/neighbors/knn.hpp>
+#include <kfmm/neighbors/knn_lanes.hpp>
 #include <kfmm/neighbors/point_tree.hpp>
 
 #include <cfloat>
@@ -114,6 +116,55 @@ KOKKOS_INLINE_FUNCTION int lowest_set_bit(unsigned mask) {
   }
   return b;
 #endif
+}
+
+/// \brief The descent of a query group (one thread of its team): pops nodes nearest first from
+/// the stack (`height` entries), drops those whose gap² to the group (`group_gap2`) exceeds
+/// `limit`, pushes the children within it farthest first, and collects up to knn_batch leaves
+/// (their boxes, lo x, y, z, hi x, y, z, in `box`); returns how many. Shared by both shapes.
+template <class GapFn, class Ints, class Gaps, class Boxes>
+KOKKOS_INLINE_FUNCTION int knn_next_batch(Tree<> const& tree, Vec3View<double> const& lo, Vec3View<double> const& hi,
+                                          GapFn const& group_gap2, double limit, Ints const& stack_node,
+                                          Gaps const& stack_gap, int &height, Ints const& batch, Boxes const& box) {
+  int count = 0;
+  while (height > 0 && count < knn_batch) {
+    int const top = --height;
+    int const node = stack_node(top);
+    if (stack_gap(top) > limit) continue;
+    int const cb = tree.child_begin(node), ce = tree.child_end(node);
+    if (cb == ce) {
+      batch(count) = node;
+      for (int a = 0; a < 3; ++a) {
+        box(a, count) = lo(node, a);
+        box(3 + a, count) = hi(node, a);
+      }
+      ++count;
+      continue;
+    }
+    // Children within the limit, pushed farthest first so that the nearest pops first.
+    int child[8];
+    double gap[8];
+    int m = 0;
+    for (int c = cb; c < ce && m < 8; ++c) {
+      int const node_c = tree.child_index(c);
+      double const g = group_gap2(node_c);
+      if (g > limit) continue;
+      int j = m++;
+      while (j > 0 && gap[j - 1] < g) {
+        gap[j] = gap[j - 1];
+        child[j] = child[j - 1];
+        --j;
+      }
+      gap[j] = g;
+      child[j] = node_c;
+    }
+    for (int j = 0; j < m && height < knn_stack_size; ++j) {
+      stack_node(height) = child[j];
+      stack_gap(height) = gap[j];
+      ++height;
+    }
+  }
+  return count;
 }
 
 /// \brief One query's list of its K best candidates, sorted by (distance², id), in per-thread
@@ -261,56 +312,18 @@ void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree co
         double const slack = 1 + 1e-12;
         // The descent is the same for every query of the group: one thread of the team runs it
         // with its stack in team scratch (no per-thread copy), and hands out batches of leaves.
-        auto const push = [&](int node, double gap) {
-          if (walk_state(0) < knn_stack_size) {
-            stack_node(walk_state(0)) = node;
-            stack_gap(walk_state(0)) = gap;
-            ++walk_state(0);
-          }
-        };
         Kokkos::single(Kokkos::PerTeam(team), [&] {
-          walk_state(0) = 0;
-          push(0, group_gap2(0));
+          stack_node(0) = 0;
+          stack_gap(0) = group_gap2(0);
+          walk_state(0) = 1;
         });
         while (true) {
           int batched = 0;
           Kokkos::single(
               Kokkos::PerTeam(team),
               [&](int& count) {
-                count = 0;
-                while (walk_state(0) > 0 && count < knn_batch) {
-                  int const top = --walk_state(0);
-                  int const node = stack_node(top);
-                  if (stack_gap(top) > bound * slack) continue;
-                  int const cb = tree.child_begin(node), ce = tree.child_end(node);
-                  if (cb == ce) {
-                    batch(count) = node;
-                    for (int a = 0; a < 3; ++a) {
-                      box(a, count) = lo(node, a);
-                      box(3 + a, count) = hi(node, a);
-                    }
-                    ++count;
-                    continue;
-                  }
-                  // Children within the bound, pushed farthest first so that the nearest pops first.
-                  int child[8];
-                  double gap[8];
-                  int m = 0;
-                  for (int c = cb; c < ce && m < 8; ++c) {
-                    int const node_c = tree.child_index(c);
-                    double const g = group_gap2(node_c);
-                    if (g > bound * slack) continue;
-                    int j = m++;
-                    while (j > 0 && gap[j - 1] < g) {
-                      gap[j] = gap[j - 1];
-                      child[j] = child[j - 1];
-                      --j;
-                    }
-                    gap[j] = g;
-                    child[j] = node_c;
-                  }
-                  for (int j = 0; j < m; ++j) push(child[j], gap[j]);
-                }
+                count = knn_next_batch(tree, lo, hi, group_gap2, bound * slack, stack_node, stack_gap, walk_state(0),
+                                       batch, box);
               },
               batched);
           team.team_barrier();
@@ -399,10 +412,142 @@ void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree co
   space.fence();
 }
 
-/// knn_walk with the smallest list capacity K of 8, 16, 32, 64, 128 that holds k.
+#ifdef KFMM_KNN_AVX512
+/// \brief The CPU shape of knn_walk (neighbors/knn_lanes.hpp): one thread per query group runs
+/// the same descent and hands each batch of leaves to blocks of knn_lanes queries, whose lists
+/// wait in team scratch between batches, slot-major so that a block's slot is one register.
+template <int K, bool CarryMass>
+void knn_walk_lanes(ExecutionSpace const& space, KNNSource const& source, PointTree const& query_tree,
+                    QueryGroups const& groups, int k, bool skip_same_index, KNNGeometry const& geometry,
+                    KNNLists const& lists, bool resume) {
+  static_assert(K <= knn_lanes_max_k && knn_group % knn_lanes == 0, "lists of whole lane blocks, in registers");
+  using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
+  using Member = Policy::member_type;
+  using Scratch = Kokkos::View<double**, Kokkos::LayoutRight, ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+  using IdScratch =
+      Kokkos::View<std::uint64_t**, Kokkos::LayoutRight, ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+  using IntScratch = Kokkos::View<int*, ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+  using GapScratch = Kokkos::View<double*, ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+  auto const tree = source.tree.tree;
+  auto const pos = source.tree.pos, lo = source.tree.lo, hi = source.tree.hi;
+  auto const ids = source.id;
+  auto const masses = source.mass;
+  auto const qpos = query_tree.pos, qlo = query_tree.lo, qhi = query_tree.hi;
+  auto const row_of = query_tree.order;
+  auto const d2_list = lists.d2;
+  auto const id_list = lists.id;
+  auto const mass_list = lists.mass;
+  bool const periodic = geometry.periodic;
+  auto const length = geometry.length;
+  int const num_groups = static_cast<int>(groups.extent(0));
+  if (source.tree.n == 0 || num_groups == 0) {
+    if (!resume) clear_lists(space, lists, k);
+    return;
+  }
+  int const mass_slots = CarryMass ? K : 0;
+  std::size_t const bytes = Scratch::shmem_size(6, knn_batch) + IntScratch::shmem_size(knn_batch) +
+                            IntScratch::shmem_size(knn_stack_size) + GapScratch::shmem_size(knn_stack_size) +
+                            Scratch::shmem_size(K, knn_group) + IdScratch::shmem_size(K, knn_group) +
+                            Scratch::shmem_size(mass_slots, knn_group);
+  Policy policy(space, num_groups, 1);
+  policy.set_scratch_size(0, Kokkos::PerTeam(bytes));
+  Kokkos::parallel_for(
+      "kfmm::neighbors::knn_walk_lanes", policy, KOKKOS_LAMBDA(Member const& team) {
+        int const group = groups(team.league_rank(), 0);
+        int const qb = groups(team.league_rank(), 1), qe = groups(team.league_rank(), 2);
+        double const glo[3] = {qlo(group, 0), qlo(group, 1), qlo(group, 2)};
+        double const ghi[3] = {qhi(group, 0), qhi(group, 1), qhi(group, 2)};
+        Scratch const box(team.team_scratch(0), 6, knn_batch);
+        IntScratch const batch(team.team_scratch(0), knn_batch);
+        IntScratch const stack_node(team.team_scratch(0), knn_stack_size);
+        GapScratch const stack_gap(team.team_scratch(0), knn_stack_size);
+        Scratch const list_d2(team.team_scratch(0), K, knn_group);  // (slot, query of the group)
+        IdScratch const list_id(team.team_scratch(0), K, knn_group);
+        Scratch const list_mass(team.team_scratch(0), mass_slots, knn_group);
+        auto const group_gap2 = [&](int node) {
+          double g2 = 0;
+          for (int a = 0; a < 3; ++a) {
+            double const g = intervals_gap(glo[a], ghi[a], lo(node, a), hi(node, a), periodic ? length[a] : 0.0);
+            g2 += g * g;
+          }
+          return g2;
+        };
+        int const nq = qe - qb;
+        int const blocks = (nq + knn_lanes - 1) / knn_lanes;
+        int const pad = K - k;  // leading slots every candidate passes (right-aligned lists)
+        double bound = 0;
+        for (int s = 0; s < blocks * knn_lanes; ++s) {
+          bool const real = s < nq;
+          std::size_t const row = real ? row_of(qb + s) : 0;
+          if (real) {
+            // Written at the end, in the caller's (scattered) order: asked for now.
+            prefetch_for_write(&d2_list(row, 0));
+            prefetch_for_write(&id_list(row, 0));
+          }
+          for (int j = 0; j < K; ++j) {
+            bool const kept = real && resume && j >= pad;
+            double const empty = real && j >= pad ? DBL_MAX : -1.0;
+            list_d2(j, s) = kept ? d2_list(row, j - pad) : empty;
+            list_id(j, s) = kept ? id_list(row, j - pad) : ~std::uint64_t(0);
+            if (CarryMass) list_mass(j, s) = kept ? mass_list(row, j - pad) : 0.0;
+          }
+          if (real) bound = list_d2(K - 1, s) > bound ? list_d2(K - 1, s) : bound;
+        }
+        double const slack = 1 + 1e-12;  // as in the GPU shape
+        double const len[3] = {length[0], length[1], length[2]};
+        stack_node(0) = 0;
+        stack_gap(0) = group_gap2(0);
+        int height = 1;
+        while (true) {
+          int const batched =
+              knn_next_batch(tree, lo, hi, group_gap2, bound * slack, stack_node, stack_gap, height, batch, box);
+          if (batched == 0) break;
+          double new_bound = 0;
+          for (int blk = 0; blk < blocks; ++blk) {
+            int const s0 = blk * knn_lanes;
+            double x[3][knn_lanes];
+            __mmask8 active = 0;
+            for (int l = 0; l < knn_lanes; ++l) {
+              int const q = s0 + l < nq ? qb + s0 + l : qb;
+              if (s0 + l < nq) active = static_cast<__mmask8>(active | (1u << l));
+              for (int a = 0; a < 3; ++a) x[a][l] = qpos(q, a);
+            }
+            double const worst = knn_scan_lanes<K, CarryMass>(
+                &list_d2(0, s0), &list_id(0, s0), CarryMass ? &list_mass(0, s0) : nullptr, knn_group, x, active,
+                qb + s0, skip_same_index, periodic, len, slack, pos, ids, masses, tree, box, batch, batched);
+            new_bound = worst > new_bound ? worst : new_bound;
+          }
+          bound = new_bound;
+        }
+        for (int s = 0; s < nq; ++s) {
+          std::size_t const row = row_of(qb + s);
+          for (int j = 0; j < k; ++j) {
+            d2_list(row, j) = list_d2(pad + j, s);
+            id_list(row, j) = list_id(pad + j, s);
+            if (CarryMass) mass_list(row, j) = list_mass(pad + j, s);
+          }
+        }
+      });
+  space.fence();
+}
+#endif
+
+/// The walk in the kernel shape of the moment: knn_walk_lanes for k ≤ knn_lanes_max_k on CPUs
+/// with AVX-512, else knn_walk with the smallest list capacity K of 8, 16, 32, 64, 128 that
+/// holds k.
 void knn_walk_any(ExecutionSpace const& space, KNNSource const& source, PointTree const& query_tree,
                   QueryGroups const& groups, int k, bool skip_same_index, KNNGeometry const& geometry,
                   KNNLists const& lists, bool resume) {
+#ifdef KFMM_KNN_AVX512
+  if constexpr (!gpu_shaped_kernels<ExecutionSpace>())
+    if (!use_gpu_shape<ExecutionSpace>() && k <= knn_lanes_max_k) {
+      bool const mass = lists.mass.extent(0) > 0;
+      auto const walk = k <= knn_lanes ? (mass ? &knn_walk_lanes<knn_lanes, true> : &knn_walk_lanes<knn_lanes, false>)
+                                       : (mass ? &knn_walk_lanes<knn_lanes_max_k, true>
+                                               : &knn_walk_lanes<knn_lanes_max_k, false>);
+      return walk(space, source, query_tree, groups, k, skip_same_index, geometry, lists, resume);
+    }
+#endif
   if (k <= 8) return knn_walk<8>(space, source, query_tree, groups, k, skip_same_index, geometry, lists, resume);
   if (k <= 16) return knn_walk<16>(space, source, query_tree, groups, k, skip_same_index, geometry, lists, resume);
   if (k <= 32) return knn_walk<32>(space, source, query_tree, groups, k, skip_same_index, geometry, lists, resume);

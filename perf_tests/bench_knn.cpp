@@ -30,7 +30,7 @@ void KNN(benchmark::State& state, kfmm::ICKind kind) {
 void KNNUniform(benchmark::State& state) { KNN(state, kfmm::ICKind::Uniform); }
 void KNNClumps(benchmark::State& state) { KNN(state, kfmm::ICKind::GaussianClumps); }
 
-BENCHMARK(KNNUniform)->Args({100000, 8, 0})->Args({1000000, 8, 0})->Args({10000000, 8, 0})->Args({1000000, 8, 16})->Args({1000000, 8, 128})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(KNNUniform)->Args({100000, 8, 0})->Args({1000000, 8, 0})->Args({1000000, 16, 0})->Args({10000000, 8, 0})->Args({1000000, 8, 16})->Args({1000000, 8, 128})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(KNNClumps)->Args({1000000, 8, 0})->Args({1000000, 32, 0})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

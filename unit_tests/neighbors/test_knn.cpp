@@ -1,9 +1,10 @@
 // k nearest neighbours against brute force (all pairs, minimum image in periodic boxes) on
 // uniform, clustered and coincident particles, periodic cubes and rectangular boxes, k larger
 // than a rank's count, separate query sets, with and without self, leaves of one point and far
-// queries; and the bad-input errors.
+// queries; both kernel shapes alike; and the bad-input errors.
 #include <kfmm/comm/context.hpp>
 #include <kfmm/core/error.hpp>
+#include <kfmm/core/kernel_shape.hpp>
 #include <kfmm/neighbors/knn.hpp>
 #include <kfmm/neighbors/knn_density.hpp>
 
@@ -284,6 +285,57 @@ TEST_F(KNNTest, LeavesLargerThanAWalkGroup) {
   check_self(make_points(2500, Shape::Uniform, unit, 0, 31), o);
   o.neighbour_masses = true;
   check_self(make_points(2500, Shape::Clustered, unit, 0, 32), o);
+}
+
+// The CPU shape (queries side by side in SIMD lanes, k ≤ 16, on AVX-512 CPUs) and the GPU shape
+// (one thread per query) list the same neighbours bit for bit: ids, distances and masses, with
+// lists shorter than their capacity (k = 1, 7, 13), ties (coincident points), periodic images,
+// self included or not, and a separate query set.
+TEST_F(KNNTest, BothKernelShapesFindTheSameLists) {
+  auto const run = [&](kfmm::KernelShape shape, PointSet const& s, PointSet const* queries, KNNOptions const& o) {
+    kfmm::ScopedKernelShape const scoped(shape);
+    auto const particles = to_particles(s, share(s.size(), context.rank(), context.size()));
+    if (queries == nullptr) return kfmm::knn(space, context, particles, o);
+    kfmm::Vec3View<double> qpos("queries", queries->size());
+    auto host = Kokkos::create_mirror_view(qpos);
+    for (std::size_t j = 0; j < queries->size(); ++j)
+      for (int a = 0; a < 3; ++a) host(j, a) = queries->pos[3 * j + a];
+    Kokkos::deep_copy(qpos, host);
+    return kfmm::knn(space, context, particles, qpos, queries->size(), o);
+  };
+  auto const expect_same = [&](PointSet const& s, PointSet const* queries, KNNOptions const& o,
+                               std::string const& what) {
+    auto const cpu = run(kfmm::KernelShape::Cpu, s, queries, o);
+    auto const gpu = run(kfmm::KernelShape::Gpu, s, queries, o);
+    ASSERT_EQ(cpu.num, gpu.num) << what;
+    auto const cd = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), cpu.distance);
+    auto const gd = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), gpu.distance);
+    auto const ci = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), cpu.id);
+    auto const gi = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), gpu.id);
+    auto const cm = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), cpu.mass);
+    auto const gm = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), gpu.mass);
+    std::size_t differ = 0;
+    for (std::size_t q = 0; q < cpu.num; ++q)
+      for (int j = 0; j < o.k; ++j)
+        differ += cd(q, j) != gd(q, j) || ci(q, j) != gi(q, j) || (o.neighbour_masses && cm(q, j) != gm(q, j));
+    EXPECT_EQ(differ, 0u) << what << ": entries that differ between the shapes, of " << cpu.num * o.k;
+  };
+  KNNOptions o;
+  o.neighbour_masses = true;
+  for (int k : {1, 7, 8, 13, 16}) {
+    o.k = k;
+    o.include_self = false;
+    o.periodic = {};
+    expect_same(make_points(3000, Shape::Clustered, unit, 0, 40), nullptr, o, "clustered, k = " + std::to_string(k));
+    o.include_self = true;
+    expect_same(make_points(900, Shape::Coincident, unit, 0, 41), nullptr, o, "coincident, k = " + std::to_string(k));
+    o.periodic = PeriodicBox::cube(1.0);
+    expect_same(make_points(2000, Shape::Uniform, unit, 0, 42), nullptr, o, "periodic, k = " + std::to_string(k));
+  }
+  o.k = 11;
+  o.periodic = {};
+  auto const queries = make_points(500, Shape::Clustered, unit, -0.1, 44);
+  expect_same(make_points(2000, Shape::Uniform, unit, 0, 43), &queries, o, "separate queries");
 }
 
 TEST_F(KNNTest, DensityMatchesDirectSums) {
