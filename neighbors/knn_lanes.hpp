@@ -113,22 +113,22 @@ inline double knn_scan_lanes(double* d2, std::uint64_t* id, double* mass, int st
       };
       if (!beats(list[K - 1], list_id[K - 1])) continue;
       __m512d cm = CarryMass ? _mm512_set1_pd(masses(i)) : zero;
-      // The candidate sweeps the slots: where it beats a slot they trade places, so it ends
-      // where it belongs and the former k-th falls off the end.
-      for (int j = 0; j < K; ++j) {
-        __mmask8 const swap = beats(list[j], list_id[j]);
-        __m512d const dj = list[j];
-        __m512i const ij = list_id[j];
-        list[j] = _mm512_mask_blend_pd(swap, dj, d);
-        list_id[j] = _mm512_mask_blend_epi64(swap, ij, c);
-        d = _mm512_mask_blend_pd(swap, d, dj);
-        c = _mm512_mask_blend_epi64(swap, c, ij);
-        if constexpr (CarryMass) {
-          __m512d const mj = list_mass[j];
-          list_mass[j] = _mm512_mask_blend_pd(swap, mj, cm);
-          cm = _mm512_mask_blend_pd(swap, cm, mj);
-        }
+      // Slot j takes the candidate where it beats slot j but not slot j − 1, and slot j − 1's
+      // entry where it beats both (a list is sorted, so the slots it beats are a suffix): every
+      // slot from the list as it was, no chain of dependent steps from slot to slot.
+      __mmask8 beaten[K];
+      for (int j = 0; j < K; ++j) beaten[j] = beats(list[j], list_id[j]);
+      for (int j = K - 1; j > 0; --j) {
+        list[j] = _mm512_mask_blend_pd(beaten[j], list[j], _mm512_mask_blend_pd(beaten[j - 1], d, list[j - 1]));
+        list_id[j] =
+            _mm512_mask_blend_epi64(beaten[j], list_id[j], _mm512_mask_blend_epi64(beaten[j - 1], c, list_id[j - 1]));
+        if constexpr (CarryMass)
+          list_mass[j] =
+              _mm512_mask_blend_pd(beaten[j], list_mass[j], _mm512_mask_blend_pd(beaten[j - 1], cm, list_mass[j - 1]));
       }
+      list[0] = _mm512_mask_blend_pd(beaten[0], list[0], d);
+      list_id[0] = _mm512_mask_blend_epi64(beaten[0], list_id[0], c);
+      if constexpr (CarryMass) list_mass[0] = _mm512_mask_blend_pd(beaten[0], list_mass[0], cm);
     }
   }
   for (int j = 0; j < K; ++j) {
