@@ -13,6 +13,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 namespace kfmm {
 
@@ -420,7 +421,7 @@ template <int K, bool CarryMass>
 void knn_walk_lanes(ExecutionSpace const& space, KNNSource const& source, PointTree const& query_tree,
                     QueryGroups const& groups, int k, bool skip_same_index, KNNGeometry const& geometry,
                     KNNLists const& lists, bool resume) {
-  static_assert(K <= knn_lanes_max_k && knn_group % knn_lanes == 0, "lists of whole lane blocks, in registers");
+  static_assert(knn_group % knn_lanes == 0, "groups of whole lane blocks");
   using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
   using Member = Policy::member_type;
   using Scratch = Kokkos::View<double**, Kokkos::LayoutRight, ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
@@ -532,20 +533,24 @@ void knn_walk_lanes(ExecutionSpace const& space, KNNSource const& source, PointT
 }
 #endif
 
-/// The walk in the kernel shape of the moment: knn_walk_lanes for k ≤ knn_lanes_max_k on CPUs
-/// with AVX-512, else knn_walk with the smallest list capacity K of 8, 16, 32, 64, 128 that
-/// holds k.
+/// The walk in the kernel shape of the moment (knn_walk_lanes on CPUs with AVX-512, else
+/// knn_walk) with the smallest list capacity K of 8, 16, 32, 64, 128 that holds k.
 void knn_walk_any(ExecutionSpace const& space, KNNSource const& source, PointTree const& query_tree,
                   QueryGroups const& groups, int k, bool skip_same_index, KNNGeometry const& geometry,
                   KNNLists const& lists, bool resume) {
 #ifdef KFMM_KNN_AVX512
   if constexpr (!gpu_shaped_kernels<ExecutionSpace>())
-    if (!use_gpu_shape<ExecutionSpace>() && k <= knn_lanes_max_k) {
-      bool const mass = lists.mass.extent(0) > 0;
-      auto const walk = k <= knn_lanes ? (mass ? &knn_walk_lanes<knn_lanes, true> : &knn_walk_lanes<knn_lanes, false>)
-                                       : (mass ? &knn_walk_lanes<knn_lanes_max_k, true>
-                                               : &knn_walk_lanes<knn_lanes_max_k, false>);
-      return walk(space, source, query_tree, groups, k, skip_same_index, geometry, lists, resume);
+    if (!use_gpu_shape<ExecutionSpace>()) {
+      auto const lanes = [&](auto capacity) {
+        constexpr int K = decltype(capacity)::value;
+        auto const walk = lists.mass.extent(0) > 0 ? &knn_walk_lanes<K, true> : &knn_walk_lanes<K, false>;
+        walk(space, source, query_tree, groups, k, skip_same_index, geometry, lists, resume);
+      };
+      if (k <= 8) return lanes(std::integral_constant<int, 8>{});
+      if (k <= 16) return lanes(std::integral_constant<int, 16>{});
+      if (k <= 32) return lanes(std::integral_constant<int, 32>{});
+      if (k <= 64) return lanes(std::integral_constant<int, 64>{});
+      return lanes(std::integral_constant<int, max_knn_k>{});
     }
 #endif
   if (k <= 8) return knn_walk<8>(space, source, query_tree, groups, k, skip_same_index, geometry, lists, resume);

@@ -4,7 +4,7 @@
 /// the lanes of AVX-512 registers, each candidate point broadcast to all of them and inserted
 /// into every lane's sorted list at once by a compare-exchange sweep over its K slots (no
 /// branch per slot, no insertion loop per query). The GPU shape (one query per thread,
-/// neighbors/knn.cpp) is what CPUs without AVX-512 and lists longer than knn_lanes_max_k run.
+/// neighbors/knn.cpp) is what CPUs without AVX-512 run.
 ///
 /// A lane's list is right-aligned: its first K − k slots hold −1, which every candidate passes,
 /// so slot K − 1 is the k-th neighbour whatever k ≤ K (a register, not an index).
@@ -23,9 +23,6 @@ namespace kfmm::detail {
 
 /// Queries side by side in the CPU shape (doubles in an AVX-512 register).
 inline constexpr int knn_lanes = 8;
-
-/// Largest list capacity the lanes take (two registers per slot stay in the register file).
-inline constexpr int knn_lanes_max_k = 16;
 
 #ifdef KFMM_KNN_AVX512
 

@@ -31,6 +31,6 @@ void KNNUniform(benchmark::State& state) { KNN(state, kfmm::ICKind::Uniform); }
 void KNNClumps(benchmark::State& state) { KNN(state, kfmm::ICKind::GaussianClumps); }
 
 BENCHMARK(KNNUniform)->Args({100000, 8, 0})->Args({1000000, 8, 0})->Args({1000000, 16, 0})->Args({10000000, 8, 0})->Args({1000000, 8, 16})->Args({1000000, 8, 128})->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(KNNClumps)->Args({1000000, 8, 0})->Args({1000000, 32, 0})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(KNNClumps)->Args({1000000, 8, 0})->Args({1000000, 32, 0})->Args({1000000, 64, 0})->Args({300000, 128, 0})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

@@ -287,10 +287,10 @@ TEST_F(KNNTest, LeavesLargerThanAWalkGroup) {
   check_self(make_points(2500, Shape::Clustered, unit, 0, 32), o);
 }
 
-// The CPU shape (queries side by side in SIMD lanes, k ≤ 16, on AVX-512 CPUs) and the GPU shape
-// (one thread per query) list the same neighbours bit for bit: ids, distances and masses, with
-// lists shorter than their capacity (k = 1, 7, 13), ties (coincident points), periodic images,
-// self included or not, and a separate query set.
+// The CPU shape (queries side by side in SIMD lanes on AVX-512 CPUs) and the GPU shape (one
+// thread per query) list the same neighbours bit for bit: ids, distances and masses, for every
+// list capacity and lists shorter than theirs (k = 1, 7, 13, 17, 40, 100), ties (coincident
+// points), periodic images, self included or not, and a separate query set.
 TEST_F(KNNTest, BothKernelShapesFindTheSameLists) {
   auto const run = [&](kfmm::KernelShape shape, PointSet const& s, PointSet const* queries, KNNOptions const& o) {
     kfmm::ScopedKernelShape const scoped(shape);
@@ -322,7 +322,7 @@ TEST_F(KNNTest, BothKernelShapesFindTheSameLists) {
   };
   KNNOptions o;
   o.neighbour_masses = true;
-  for (int k : {1, 7, 8, 13, 16}) {
+  for (int k : {1, 7, 8, 13, 16, 17, 40, 100}) {
     o.k = k;
     o.include_self = false;
     o.periodic = {};
