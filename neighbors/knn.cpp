@@ -126,7 +126,7 @@ KOKKOS_INLINE_FUNCTION int lowest_set_bit(unsigned mask) {
 template <class GapFn, class Ints, class Gaps, class Boxes>
 KOKKOS_INLINE_FUNCTION int knn_next_batch(Tree<> const& tree, Vec3View<double> const& lo, Vec3View<double> const& hi,
                                           GapFn const& group_gap2, double limit, Ints const& stack_node,
-                                          Gaps const& stack_gap, int &height, Ints const& batch, Boxes const& box) {
+                                          Gaps const& stack_gap, int& height, Ints const& batch, Boxes const& box) {
   int count = 0;
   while (height > 0 && count < knn_batch) {
     int const top = --height;
@@ -533,25 +533,40 @@ void knn_walk_lanes(ExecutionSpace const& space, KNNSource const& source, PointT
 }
 #endif
 
+#ifdef KFMM_KNN_AVX512
+/// Runs knn_walk_lanes with the smallest list capacity that holds k and returns true when
+/// kernels on ExecSpace take the CPU shape now; else returns false (a template, so that GPU
+/// backends never instantiate the lanes).
+template <class ExecSpace>
+bool knn_walk_in_lanes(ExecSpace const& space, KNNSource const& source, PointTree const& query_tree,
+                       QueryGroups const& groups, int k, bool skip_same_index, KNNGeometry const& geometry,
+                       KNNLists const& lists, bool resume) {
+  if constexpr (gpu_shaped_kernels<ExecSpace>()) {
+    return false;
+  } else {
+    if (use_gpu_shape<ExecSpace>()) return false;
+    auto const lanes = [&](auto capacity) {
+      constexpr int K = decltype(capacity)::value;
+      auto const walk = lists.mass.extent(0) > 0 ? &knn_walk_lanes<K, true> : &knn_walk_lanes<K, false>;
+      walk(space, source, query_tree, groups, k, skip_same_index, geometry, lists, resume);
+      return true;
+    };
+    if (k <= 8) return lanes(std::integral_constant<int, 8>{});
+    if (k <= 16) return lanes(std::integral_constant<int, 16>{});
+    if (k <= 32) return lanes(std::integral_constant<int, 32>{});
+    if (k <= 64) return lanes(std::integral_constant<int, 64>{});
+    return lanes(std::integral_constant<int, max_knn_k>{});
+  }
+}
+#endif
+
 /// The walk in the kernel shape of the moment (knn_walk_lanes on CPUs with AVX-512, else
 /// knn_walk) with the smallest list capacity K of 8, 16, 32, 64, 128 that holds k.
 void knn_walk_any(ExecutionSpace const& space, KNNSource const& source, PointTree const& query_tree,
                   QueryGroups const& groups, int k, bool skip_same_index, KNNGeometry const& geometry,
                   KNNLists const& lists, bool resume) {
 #ifdef KFMM_KNN_AVX512
-  if constexpr (!gpu_shaped_kernels<ExecutionSpace>())
-    if (!use_gpu_shape<ExecutionSpace>()) {
-      auto const lanes = [&](auto capacity) {
-        constexpr int K = decltype(capacity)::value;
-        auto const walk = lists.mass.extent(0) > 0 ? &knn_walk_lanes<K, true> : &knn_walk_lanes<K, false>;
-        walk(space, source, query_tree, groups, k, skip_same_index, geometry, lists, resume);
-      };
-      if (k <= 8) return lanes(std::integral_constant<int, 8>{});
-      if (k <= 16) return lanes(std::integral_constant<int, 16>{});
-      if (k <= 32) return lanes(std::integral_constant<int, 32>{});
-      if (k <= 64) return lanes(std::integral_constant<int, 64>{});
-      return lanes(std::integral_constant<int, max_knn_k>{});
-    }
+  if (knn_walk_in_lanes(space, source, query_tree, groups, k, skip_same_index, geometry, lists, resume)) return;
 #endif
   if (k <= 8) return knn_walk<8>(space, source, query_tree, groups, k, skip_same_index, geometry, lists, resume);
   if (k <= 16) return knn_walk<16>(space, source, query_tree, groups, k, skip_same_index, geometry, lists, resume);
