@@ -4,6 +4,7 @@
 #include <kfmm/core/binary_search.hpp>
 #include <kfmm/core/error.hpp>
 #include <kfmm/core/hilbert.hpp>
+#include <kfmm/core/huge_pages.hpp>
 #include <kfmm/core/kokkos_compat.hpp>
 #include <kfmm/core/sort.hpp>
 #include <kfmm/core/tree.hpp>
@@ -319,21 +320,21 @@ void fof_components(ExecutionSpace const& space, Vec3View<double> const& pos, st
   grid.coarse_shift = 3 * (fine - coarse);
   std::size_t const coarse_cells = std::size_t(1) << (3 * coarse);
 
-  ScalarView<std::uint64_t> keys(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fof::keys"), n);
-  ScalarView<std::uint32_t> permutation(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fof::permutation"), n);
-  Vec3View<double> sorted(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fof::sorted"), n);
+  auto const keys = allocate_large<ScalarView<std::uint64_t>>("kfmm::fof::keys", n);
+  auto const permutation = allocate_large<ScalarView<std::uint32_t>>("kfmm::fof::permutation", n);
+  auto const sorted = allocate_large<Vec3View<double>>("kfmm::fof::sorted", n);
   detail::fof_sorted_points(space, pos, n, grid, keys, permutation, sorted);
 
   ScalarView<int> begin;
   int const cells = detail::fof_fine_cells(space, keys, n, 0, begin);
-  detail::FoFCellBoxes boxes(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fof::cell_boxes"), cells);
-  ScalarView<int> parent(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fof::parent"), n);
+  auto const boxes = allocate_large<detail::FoFCellBoxes>("kfmm::fof::cell_boxes", cells);
+  auto const parent = allocate_large<ScalarView<int>>("kfmm::fof::parent", n);
   detail::fof_cell_boxes(space, sorted, begin, cells, grid.link2, boxes, parent);
 
   ScalarView<int> coarse_begin(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fof::coarse_begin"),
                                coarse_cells + 1);
   detail::fof_coarse_grid(space, keys, begin, cells, grid.coarse_shift, coarse_cells, coarse_begin);
-  ScalarView<std::uint64_t> cell_code(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fof::cell_code"), cells);
+  auto const cell_code = allocate_large<ScalarView<std::uint64_t>>("kfmm::fof::cell_code", cells);
   Kokkos::parallel_for(
       "kfmm::fof::cell_codes", Kokkos::RangePolicy<ExecutionSpace>(space, 0, cells),
       KOKKOS_LAMBDA(int c) { cell_code(c) = keys(begin(c)); });
@@ -350,7 +351,7 @@ void fof_components(ExecutionSpace const& space, Vec3View<double> const& pos, st
 
 void fof_min_labels(ExecutionSpace const& space, ScalarView<int> const& component, ScalarView<std::uint64_t> const& id,
                     std::size_t n, ScalarView<std::uint64_t> const& label) {
-  ScalarView<std::uint64_t> smallest(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fof::smallest"), n);
+  auto const smallest = allocate_large<ScalarView<std::uint64_t>>("kfmm::fof::smallest", n);
   Kokkos::deep_copy(space, smallest, std::numeric_limits<std::uint64_t>::max());
   Kokkos::parallel_for(
       "kfmm::fof::smallest_id", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
@@ -437,10 +438,10 @@ FoFResult friends_of_friends(Context const& context, Particles<> const& particle
       fail("friends-of-friends: {} particle(s) have non-finite positions; fix the input", non_finite);
     result.linking_length = fof_linking_length(options, total, lo, hi);
   });
-  result.label = ScalarView<std::uint64_t>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fof::label"), n);
+  result.label = allocate_large<ScalarView<std::uint64_t>>("kfmm::fof::label", n);
   if (total == 0) return result;
   if (context.size() == 1) {
-    ScalarView<int> component(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fof::component"), n);
+    auto const component = allocate_large<ScalarView<int>>("kfmm::fof::component", n);
     collectively(context, [&] {
       fof_components(space, particles.pos, n, result.linking_length, options.box_size, component);
     });
