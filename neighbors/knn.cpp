@@ -119,14 +119,57 @@ KOKKOS_INLINE_FUNCTION int lowest_set_bit(unsigned mask) {
 #endif
 }
 
+using KNNScratch = Kokkos::View<double**, Kokkos::LayoutRight, ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+using KNNIdScratch =
+    Kokkos::View<std::uint64_t**, Kokkos::LayoutRight, ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+using KNNIntScratch = Kokkos::View<int*, ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+using KNNGapScratch = Kokkos::View<double*, ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+
+/// The descent's team scratch (level 0, taken first): the boxes (lo x, y, z, hi x, y, z) and
+/// nodes of a batch of leaves, and the stack of pending nodes with their gaps.
+struct KNNDescentScratch {
+  KNNScratch box;
+  KNNIntScratch batch;
+  KNNIntScratch stack_node;
+  KNNGapScratch stack_gap;
+
+  static std::size_t bytes() {
+    return KNNScratch::shmem_size(6, knn_batch) + KNNIntScratch::shmem_size(knn_batch) +
+           KNNIntScratch::shmem_size(knn_stack_size) + KNNGapScratch::shmem_size(knn_stack_size);
+  }
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION explicit KNNDescentScratch(Member const& team)
+      : box(team.team_scratch(0), 6, knn_batch),
+        batch(team.team_scratch(0), knn_batch),
+        stack_node(team.team_scratch(0), knn_stack_size),
+        stack_gap(team.team_scratch(0), knn_stack_size) {}
+};
+
+/// Squared gap between a query group's box [glo, ghi] and node `node`'s box (minimum image
+/// when periodic).
+KOKKOS_INLINE_FUNCTION double knn_group_gap2(double const (&glo)[3], double const (&ghi)[3], Vec3View<double> const& lo,
+                                             Vec3View<double> const& hi, int node, bool periodic,
+                                             Kokkos::Array<double, 3> const& length) {
+  double g2 = 0;
+  for (int a = 0; a < 3; ++a) {
+    double const g = intervals_gap(glo[a], ghi[a], lo(node, a), hi(node, a), periodic ? length[a] : 0.0);
+    g2 += g * g;
+  }
+  return g2;
+}
+
 /// \brief The descent of a query group (one thread of its team): pops nodes nearest first from
 /// the stack (`height` entries), drops those whose gap² to the group (`group_gap2`) exceeds
 /// `limit`, pushes the children within it farthest first, and collects up to knn_batch leaves
-/// (their boxes, lo x, y, z, hi x, y, z, in `box`); returns how many. Shared by both shapes.
-template <class GapFn, class Ints, class Gaps, class Boxes>
+/// and their boxes in `d`; returns how many. Shared by both shapes.
+template <class GapFn>
 KOKKOS_INLINE_FUNCTION int knn_next_batch(Tree<> const& tree, Vec3View<double> const& lo, Vec3View<double> const& hi,
-                                          GapFn const& group_gap2, double limit, Ints const& stack_node,
-                                          Gaps const& stack_gap, int& height, Ints const& batch, Boxes const& box) {
+                                          GapFn const& group_gap2, double limit, KNNDescentScratch const& d,
+                                          int& height) {
+  auto const& box = d.box;
+  auto const& batch = d.batch;
+  auto const& stack_node = d.stack_node;
+  auto const& stack_gap = d.stack_gap;
   int count = 0;
   while (height > 0 && count < knn_batch) {
     int const top = --height;
@@ -228,11 +271,6 @@ void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree co
               KNNLists const& lists, bool resume) {
   using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
   using Member = Policy::member_type;
-  using Scratch = Kokkos::View<double**, Kokkos::LayoutRight, ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
-  using IdScratch =
-      Kokkos::View<std::uint64_t**, Kokkos::LayoutRight, ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
-  using IntScratch = Kokkos::View<int*, ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
-  using GapScratch = Kokkos::View<double*, ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
   auto const tree = source.tree.tree;
   auto const pos = source.tree.pos, lo = source.tree.lo, hi = source.tree.hi;
   auto const ids = source.id;
@@ -255,13 +293,11 @@ void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree co
   // The group's lists in the fast scratch level when they are small (GPU shared memory), else
   // in the large one.
   int const mass_rows = carry_mass ? knn_group : 0;
-  std::size_t const list_bytes = Scratch::shmem_size(knn_group, K) + IdScratch::shmem_size(knn_group, K) +
-                                 Scratch::shmem_size(mass_rows, K);
+  std::size_t const list_bytes = KNNScratch::shmem_size(knn_group, K) + KNNIdScratch::shmem_size(knn_group, K) +
+                                 KNNScratch::shmem_size(mass_rows, K);
   int const list_level = list_bytes <= knn_fast_scratch_bytes ? 0 : 1;
   // The descent's scratch: leaf boxes and indices of a batch, the stack, its height.
-  std::size_t const walk_bytes = Scratch::shmem_size(6, knn_batch) + IntScratch::shmem_size(knn_batch) +
-                                 IntScratch::shmem_size(knn_stack_size) + GapScratch::shmem_size(knn_stack_size) +
-                                 IntScratch::shmem_size(1);
+  std::size_t const walk_bytes = KNNDescentScratch::bytes() + KNNIntScratch::shmem_size(1);
   Policy policy(space, num_groups, Kokkos::AUTO);
   policy.set_scratch_size(0, Kokkos::PerTeam(walk_bytes + (list_level == 0 ? list_bytes : 0)));
   if (list_level == 1) policy.set_scratch_size(1, Kokkos::PerTeam(list_bytes));
@@ -271,22 +307,14 @@ void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree co
         int const qb = groups(team.league_rank(), 1), qe = groups(team.league_rank(), 2);
         double const glo[3] = {qlo(group, 0), qlo(group, 1), qlo(group, 2)};
         double const ghi[3] = {qhi(group, 0), qhi(group, 1), qhi(group, 2)};
-        Scratch const box(team.team_scratch(0), 6, knn_batch);  // lo x, y, z, hi x, y, z per leaf
-        IntScratch const batch(team.team_scratch(0), knn_batch);
-        IntScratch const stack_node(team.team_scratch(0), knn_stack_size);
-        GapScratch const stack_gap(team.team_scratch(0), knn_stack_size);
-        IntScratch const walk_state(team.team_scratch(0), 1);  // the stack's height
-        Scratch const list_d2(team.team_scratch(list_level), knn_group, K);
-        IdScratch const list_id(team.team_scratch(list_level), knn_group, K);
-        Scratch const list_mass(team.team_scratch(list_level), mass_rows, K);
-        auto const group_gap2 = [&](int node) {
-          double g2 = 0;
-          for (int a = 0; a < 3; ++a) {
-            double const g = intervals_gap(glo[a], ghi[a], lo(node, a), hi(node, a), periodic ? length[a] : 0.0);
-            g2 += g * g;
-          }
-          return g2;
-        };
+        KNNDescentScratch const descent(team);
+        auto const& box = descent.box;
+        auto const& batch = descent.batch;
+        KNNIntScratch const walk_state(team.team_scratch(0), 1);  // the stack's height
+        KNNScratch const list_d2(team.team_scratch(list_level), knn_group, K);
+        KNNIdScratch const list_id(team.team_scratch(list_level), knn_group, K);
+        KNNScratch const list_mass(team.team_scratch(list_level), mass_rows, K);
+        auto const group_gap2 = [&](int node) { return knn_group_gap2(glo, ghi, lo, hi, node, periodic, length); };
         // The group's queries are split among the team's threads at every batch.
         double bound = 0;
         Kokkos::parallel_reduce(
@@ -314,8 +342,8 @@ void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree co
         // The descent is the same for every query of the group: one thread of the team runs it
         // with its stack in team scratch (no per-thread copy), and hands out batches of leaves.
         Kokkos::single(Kokkos::PerTeam(team), [&] {
-          stack_node(0) = 0;
-          stack_gap(0) = group_gap2(0);
+          descent.stack_node(0) = 0;
+          descent.stack_gap(0) = group_gap2(0);
           walk_state(0) = 1;
         });
         while (true) {
@@ -323,8 +351,7 @@ void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree co
           Kokkos::single(
               Kokkos::PerTeam(team),
               [&](int& count) {
-                count = knn_next_batch(tree, lo, hi, group_gap2, bound * slack, stack_node, stack_gap, walk_state(0),
-                                       batch, box);
+                count = knn_next_batch(tree, lo, hi, group_gap2, bound * slack, descent, walk_state(0));
               },
               batched);
           team.team_barrier();
@@ -424,11 +451,6 @@ void knn_walk_lanes(ExecutionSpace const& space, KNNSource const& source, PointT
   static_assert(knn_group % knn_lanes == 0, "groups of whole lane blocks");
   using Policy = Kokkos::TeamPolicy<ExecutionSpace>;
   using Member = Policy::member_type;
-  using Scratch = Kokkos::View<double**, Kokkos::LayoutRight, ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
-  using IdScratch =
-      Kokkos::View<std::uint64_t**, Kokkos::LayoutRight, ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
-  using IntScratch = Kokkos::View<int*, ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
-  using GapScratch = Kokkos::View<double*, ExecutionSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
   auto const tree = source.tree.tree;
   auto const pos = source.tree.pos, lo = source.tree.lo, hi = source.tree.hi;
   auto const ids = source.id;
@@ -446,10 +468,8 @@ void knn_walk_lanes(ExecutionSpace const& space, KNNSource const& source, PointT
     return;
   }
   int const mass_slots = CarryMass ? K : 0;
-  std::size_t const bytes = Scratch::shmem_size(6, knn_batch) + IntScratch::shmem_size(knn_batch) +
-                            IntScratch::shmem_size(knn_stack_size) + GapScratch::shmem_size(knn_stack_size) +
-                            Scratch::shmem_size(K, knn_group) + IdScratch::shmem_size(K, knn_group) +
-                            Scratch::shmem_size(mass_slots, knn_group);
+  std::size_t const bytes = KNNDescentScratch::bytes() + KNNScratch::shmem_size(K, knn_group) +
+                            KNNIdScratch::shmem_size(K, knn_group) + KNNScratch::shmem_size(mass_slots, knn_group);
   Policy policy(space, num_groups, 1);
   policy.set_scratch_size(0, Kokkos::PerTeam(bytes));
   Kokkos::parallel_for(
@@ -458,21 +478,11 @@ void knn_walk_lanes(ExecutionSpace const& space, KNNSource const& source, PointT
         int const qb = groups(team.league_rank(), 1), qe = groups(team.league_rank(), 2);
         double const glo[3] = {qlo(group, 0), qlo(group, 1), qlo(group, 2)};
         double const ghi[3] = {qhi(group, 0), qhi(group, 1), qhi(group, 2)};
-        Scratch const box(team.team_scratch(0), 6, knn_batch);
-        IntScratch const batch(team.team_scratch(0), knn_batch);
-        IntScratch const stack_node(team.team_scratch(0), knn_stack_size);
-        GapScratch const stack_gap(team.team_scratch(0), knn_stack_size);
-        Scratch const list_d2(team.team_scratch(0), K, knn_group);  // (slot, query of the group)
-        IdScratch const list_id(team.team_scratch(0), K, knn_group);
-        Scratch const list_mass(team.team_scratch(0), mass_slots, knn_group);
-        auto const group_gap2 = [&](int node) {
-          double g2 = 0;
-          for (int a = 0; a < 3; ++a) {
-            double const g = intervals_gap(glo[a], ghi[a], lo(node, a), hi(node, a), periodic ? length[a] : 0.0);
-            g2 += g * g;
-          }
-          return g2;
-        };
+        KNNDescentScratch const descent(team);
+        KNNScratch const list_d2(team.team_scratch(0), K, knn_group);  // (slot, query of the group)
+        KNNIdScratch const list_id(team.team_scratch(0), K, knn_group);
+        KNNScratch const list_mass(team.team_scratch(0), mass_slots, knn_group);
+        auto const group_gap2 = [&](int node) { return knn_group_gap2(glo, ghi, lo, hi, node, periodic, length); };
         int const nq = qe - qb;
         int const blocks = (nq + knn_lanes - 1) / knn_lanes;
         int const pad = K - k;  // leading slots every candidate passes (right-aligned lists)
@@ -496,12 +506,11 @@ void knn_walk_lanes(ExecutionSpace const& space, KNNSource const& source, PointT
         }
         double const slack = 1 + 1e-12;  // as in the GPU shape
         double const len[3] = {length[0], length[1], length[2]};
-        stack_node(0) = 0;
-        stack_gap(0) = group_gap2(0);
+        descent.stack_node(0) = 0;
+        descent.stack_gap(0) = group_gap2(0);
         int height = 1;
         while (true) {
-          int const batched =
-              knn_next_batch(tree, lo, hi, group_gap2, bound * slack, stack_node, stack_gap, height, batch, box);
+          int const batched = knn_next_batch(tree, lo, hi, group_gap2, bound * slack, descent, height);
           if (batched == 0) break;
           double new_bound = 0;
           for (int blk = 0; blk < blocks; ++blk) {
@@ -515,7 +524,8 @@ void knn_walk_lanes(ExecutionSpace const& space, KNNSource const& source, PointT
             }
             double const worst = knn_scan_lanes<K, CarryMass>(
                 &list_d2(0, s0), &list_id(0, s0), CarryMass ? &list_mass(0, s0) : nullptr, knn_group, x, active,
-                qb + s0, skip_same_index, periodic, len, slack, pos, ids, masses, tree, box, batch, batched);
+                qb + s0, skip_same_index, periodic, len, slack, pos, ids, masses, tree, descent.box, descent.batch,
+                batched);
             new_bound = worst > new_bound ? worst : new_bound;
           }
           bound = new_bound;
