@@ -137,6 +137,12 @@ struct KNNDescentScratch {
     return KNNScratch::shmem_size(6, knn_batch) + KNNIntScratch::shmem_size(knn_batch) +
            KNNIntScratch::shmem_size(knn_stack_size) + KNNGapScratch::shmem_size(knn_stack_size);
   }
+  /// Puts the root (gap² `root_gap2`) alone on the stack; returns the stack's height.
+  KOKKOS_INLINE_FUNCTION int start(double root_gap2) const {
+    stack_node(0) = 0;
+    stack_gap(0) = root_gap2;
+    return 1;
+  }
   template <class Member>
   KOKKOS_INLINE_FUNCTION explicit KNNDescentScratch(Member const& team)
       : box(team.team_scratch(0), 6, knn_batch),
@@ -209,6 +215,17 @@ KOKKOS_INLINE_FUNCTION int knn_next_batch(Tree<> const& tree, Vec3View<double> c
     }
   }
   return count;
+}
+
+/// Calls f(std::integral_constant<int, K>) with the smallest list capacity K of 8, 16, 32, 64,
+/// max_knn_k that holds k (the walks are compiled for these).
+template <class F>
+void with_list_capacity(int k, F const& f) {
+  if (k <= 8) return f(std::integral_constant<int, 8>{});
+  if (k <= 16) return f(std::integral_constant<int, 16>{});
+  if (k <= 32) return f(std::integral_constant<int, 32>{});
+  if (k <= 64) return f(std::integral_constant<int, 64>{});
+  f(std::integral_constant<int, max_knn_k>{});
 }
 
 /// \brief One query's list of its K best candidates, sorted by (distance², id), in per-thread
@@ -342,9 +359,7 @@ void knn_walk(ExecutionSpace const& space, KNNSource const& source, PointTree co
         // The descent is the same for every query of the group: one thread of the team runs it
         // with its stack in team scratch (no per-thread copy), and hands out batches of leaves.
         Kokkos::single(Kokkos::PerTeam(team), [&] {
-          descent.stack_node(0) = 0;
-          descent.stack_gap(0) = group_gap2(0);
-          walk_state(0) = 1;
+          walk_state(0) = descent.start(group_gap2(0));
         });
         while (true) {
           int batched = 0;
@@ -505,10 +520,7 @@ void knn_walk_lanes(ExecutionSpace const& space, KNNSource const& source, PointT
           if (real) bound = list_d2(K - 1, s) > bound ? list_d2(K - 1, s) : bound;
         }
         double const slack = 1 + 1e-12;  // as in the GPU shape
-        double const len[3] = {length[0], length[1], length[2]};
-        descent.stack_node(0) = 0;
-        descent.stack_gap(0) = group_gap2(0);
-        int height = 1;
+        int height = descent.start(group_gap2(0));
         while (true) {
           int const batched = knn_next_batch(tree, lo, hi, group_gap2, bound * slack, descent, height);
           if (batched == 0) break;
@@ -524,7 +536,7 @@ void knn_walk_lanes(ExecutionSpace const& space, KNNSource const& source, PointT
             }
             double const worst = knn_scan_lanes<K, CarryMass>(
                 &list_d2(0, s0), &list_id(0, s0), CarryMass ? &list_mass(0, s0) : nullptr, knn_group, x, active,
-                qb + s0, skip_same_index, periodic, len, slack, pos, ids, masses, tree, descent.box, descent.batch,
+                qb + s0, skip_same_index, periodic, length, slack, pos, ids, masses, tree, descent.box, descent.batch,
                 batched);
             new_bound = worst > new_bound ? worst : new_bound;
           }
@@ -541,9 +553,7 @@ void knn_walk_lanes(ExecutionSpace const& space, KNNSource const& source, PointT
       });
   space.fence();
 }
-#endif
 
-#ifdef KFMM_KNN_AVX512
 /// Runs knn_walk_lanes with the smallest list capacity that holds k and returns true when
 /// kernels on ExecSpace take the CPU shape now; else returns false (a template, so that GPU
 /// backends never instantiate the lanes).
@@ -555,34 +565,27 @@ bool knn_walk_in_lanes(ExecSpace const& space, KNNSource const& source, PointTre
     return false;
   } else {
     if (use_gpu_shape<ExecSpace>()) return false;
-    auto const lanes = [&](auto capacity) {
+    with_list_capacity(k, [&](auto capacity) {
       constexpr int K = decltype(capacity)::value;
       auto const walk = lists.mass.extent(0) > 0 ? &knn_walk_lanes<K, true> : &knn_walk_lanes<K, false>;
       walk(space, source, query_tree, groups, k, skip_same_index, geometry, lists, resume);
-      return true;
-    };
-    if (k <= 8) return lanes(std::integral_constant<int, 8>{});
-    if (k <= 16) return lanes(std::integral_constant<int, 16>{});
-    if (k <= 32) return lanes(std::integral_constant<int, 32>{});
-    if (k <= 64) return lanes(std::integral_constant<int, 64>{});
-    return lanes(std::integral_constant<int, max_knn_k>{});
+    });
+    return true;
   }
 }
 #endif
 
 /// The walk in the kernel shape of the moment (knn_walk_lanes on CPUs with AVX-512, else
-/// knn_walk) with the smallest list capacity K of 8, 16, 32, 64, 128 that holds k.
+/// knn_walk) with the smallest list capacity that holds k (with_list_capacity).
 void knn_walk_any(ExecutionSpace const& space, KNNSource const& source, PointTree const& query_tree,
                   QueryGroups const& groups, int k, bool skip_same_index, KNNGeometry const& geometry,
                   KNNLists const& lists, bool resume) {
 #ifdef KFMM_KNN_AVX512
   if (knn_walk_in_lanes(space, source, query_tree, groups, k, skip_same_index, geometry, lists, resume)) return;
 #endif
-  if (k <= 8) return knn_walk<8>(space, source, query_tree, groups, k, skip_same_index, geometry, lists, resume);
-  if (k <= 16) return knn_walk<16>(space, source, query_tree, groups, k, skip_same_index, geometry, lists, resume);
-  if (k <= 32) return knn_walk<32>(space, source, query_tree, groups, k, skip_same_index, geometry, lists, resume);
-  if (k <= 64) return knn_walk<64>(space, source, query_tree, groups, k, skip_same_index, geometry, lists, resume);
-  knn_walk<max_knn_k>(space, source, query_tree, groups, k, skip_same_index, geometry, lists, resume);
+  with_list_capacity(k, [&](auto capacity) {
+    knn_walk<decltype(capacity)::value>(space, source, query_tree, groups, k, skip_same_index, geometry, lists, resume);
+  });
 }
 
 /// Values of the tree's points (ids, masses) in its sorted order.

@@ -37,7 +37,7 @@ inline constexpr int knn_lanes = 8;
 template <int K, bool CarryMass, class Pos, class Ids, class Masses, class TreeT, class Boxes, class Batch>
 inline double knn_scan_lanes(double* d2, std::uint64_t* id, double* mass, int stride, double const (&x)[3][knn_lanes],
                              __mmask8 active, int first_query, bool skip_same_index, bool periodic,
-                             double const (&length)[3], double slack, Pos const& pos, Ids const& ids,
+                             Kokkos::Array<double, 3> const& length, double slack, Pos const& pos, Ids const& ids,
                              Masses const& masses, TreeT const& tree, Boxes const& box, Batch const& batch,
                              int batched) {
   __m512d list[K];
