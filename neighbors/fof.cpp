@@ -109,7 +109,7 @@ int fof_fine_cells(ExecutionSpace const& space, ScalarView<std::uint64_t> const&
         if (i == 0 || (keys(i) >> shift) != (keys(i - 1) >> shift)) ++sum;
       },
       count);
-  begin = ScalarView<int>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fof::fine_begin"), count + 1);
+  begin = allocate_large<ScalarView<int>>("kfmm::fof::fine_begin", count + 1);
   auto const first = begin;
   Kokkos::parallel_scan(
       "kfmm::fof::fine_cells", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
@@ -124,14 +124,116 @@ int fof_fine_cells(ExecutionSpace const& space, ScalarView<std::uint64_t> const&
   return count;
 }
 
-/// Bounding boxes of the fine cells (centre, half extent); a cell whose diagonal is within the
-/// linking length is linked as a whole (every point's parent is its first point), else every
-/// point starts as its own root.
-void fof_cell_boxes(ExecutionSpace const& space, Vec3View<double> const& sorted, ScalarView<int> const& begin, int cells,
-                    double link2, FoFCellBoxes const& box, ScalarView<int> const& parent) {
+/// The fine cells of one linking pass as the link kernel reads them. Only cells of two or more
+/// points have a stored box: where nearly every point is alone (uniform points at b = 0.2) a
+/// box per cell would be the largest array of the pass; a one-point cell's box is its point.
+struct FoFCells {
+  Vec3View<double> sorted;  // wrapped positions in cell order
+  ScalarView<int> begin;    // first point of each cell; begin(cells) = n
+  ScalarView<int> slot;     // row of a cell's box in `boxes`, −1 for a one-point cell
+  FoFCellBoxes boxes;
+  int* parent = nullptr;
+  double box = 0;    // periodic box (0: open)
+  double link2 = 0;  // squared linking length
+
+  /// Centre and half extent of cell c's points, and whether they are linked as a whole.
+  KOKKOS_INLINE_FUNCTION void bounds(int c, double centre[3], double half[3], bool& whole) const {
+    int const s = slot(c);
+    if (s < 0) {
+      int const i = begin(c);
+      for (int k = 0; k < 3; ++k) {
+        centre[k] = sorted(i, k);
+        half[k] = 0;
+      }
+      whole = true;
+      return;
+    }
+    for (int k = 0; k < 3; ++k) {
+      centre[k] = boxes(s, k);
+      half[k] = boxes(s, 3 + k);
+    }
+    whole = boxes(s, 6) != 0;
+  }
+
+  /// Links the points of cells a and b (b ≥ a) closer than the linking length; (ac, ah, a_whole)
+  /// are bounds(a).
+  KOKKOS_INLINE_FUNCTION void link(int a, int b, double const ac[3], double const ah[3], bool a_whole) const {
+    if (b == a && a_whole) return;
+    double bc[3], bh[3];
+    bool b_whole;
+    bounds(b, bc, bh, b_whole);
+    double gap2 = 0, far2 = 0;
+    for (int k = 0; k < 3; ++k) {
+      double const d = compat::math::fabs(fof_wrap_difference(bc[k] - ac[k], box));
+      double const g = d - ah[k] - bh[k];
+      double const f = d + ah[k] + bh[k];
+      gap2 += g > 0 ? g * g : 0;
+      far2 += f * f;
+    }
+    if (gap2 > link2) return;
+    int const a_begin = begin(a), a_end = begin(a + 1);
+    int const b_begin = begin(b), b_end = begin(b + 1);
+    bool const both_whole = a_whole && b_whole;
+    if (both_whole) {
+      if (fof_find(parent, a_begin) == fof_find(parent, b_begin)) return;
+      if (far2 <= link2) {
+        fof_union(parent, a_begin, b_begin);
+        return;
+      }
+    }
+    bool linked = false;
+    for (int j = b_begin; j < b_end && !(linked && both_whole); ++j) {
+      int const i_end = b == a ? j : a_end;
+      for (int i = a_begin; i < i_end; ++i) {
+        double r2 = 0;
+        for (int k = 0; k < 3; ++k) {
+          double const d = fof_wrap_difference(sorted(j, k) - sorted(i, k), box);
+          r2 += d * d;
+        }
+        if (r2 <= link2) {
+          fof_union(parent, i, j);
+          linked = true;
+          if (a_whole) break;  // j now hangs on all of A
+        }
+      }
+    }
+  }
+};
+
+/// The rows of the cells of two or more points in the box table (FoFCells::slot); returns
+/// their count.
+int fof_box_slots(ExecutionSpace const& space, ScalarView<int> const& begin, int cells, ScalarView<int>& slot) {
+  slot = allocate_large<ScalarView<int>>("kfmm::fof::box_slot", cells);
+  auto const out = slot;
+  int count = 0;
+  Kokkos::parallel_scan(
+      "kfmm::fof::box_slots", Kokkos::RangePolicy<ExecutionSpace>(space, 0, cells),
+      KOKKOS_LAMBDA(int c, int& index, bool final) {
+        bool const several = begin(c + 1) - begin(c) > 1;
+        if (final) out(c) = several ? index : -1;
+        if (several) ++index;
+      },
+      count);
+  return count;
+}
+
+/// Bounding boxes of the cells of two or more points (centre, half extent); such a cell whose
+/// diagonal is within the linking length is linked as a whole (every point's parent is its
+/// first point), else every point starts as its own root.
+void fof_cell_boxes(ExecutionSpace const& space, FoFCells const& cells, int count) {
+  auto const sorted = cells.sorted;
+  auto const begin = cells.begin;
+  auto const slot = cells.slot;
+  auto const box = cells.boxes;
+  int* const parent = cells.parent;
+  double const link2 = cells.link2;
   Kokkos::parallel_for(
-      "kfmm::fof::cell_boxes", Kokkos::RangePolicy<ExecutionSpace>(space, 0, cells), KOKKOS_LAMBDA(int c) {
-        int const b = begin(c), e = begin(c + 1);
+      "kfmm::fof::cell_boxes", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count), KOKKOS_LAMBDA(int c) {
+        int const b = begin(c), e = begin(c + 1), s = slot(c);
+        if (s < 0) {
+          parent[b] = b;
+          return;
+        }
         double diagonal2 = 0;
         for (int k = 0; k < 3; ++k) {
           double lo = sorted(b, k), hi = lo;
@@ -140,31 +242,31 @@ void fof_cell_boxes(ExecutionSpace const& space, Vec3View<double> const& sorted,
             lo = x < lo ? x : lo;
             hi = x > hi ? x : hi;
           }
-          box(c, k) = 0.5 * (lo + hi);
-          box(c, 3 + k) = 0.5 * (hi - lo);
+          box(s, k) = 0.5 * (lo + hi);
+          box(s, 3 + k) = 0.5 * (hi - lo);
           diagonal2 += (hi - lo) * (hi - lo);
         }
         bool const linked = diagonal2 <= link2;
-        box(c, 6) = linked ? 1 : 0;
-        box(c, 7) = 0;
-        for (int i = b; i < e; ++i) parent(i) = linked ? b : i;
+        box(s, 6) = linked ? 1 : 0;
+        box(s, 7) = 0;
+        for (int i = b; i < e; ++i) parent[i] = linked ? b : i;
       });
 }
 
 /// coarse_begin(k) = first fine cell whose coarse cell is ≥ k, for k in [0, cells]: the fine
 /// cells of coarse cell k are [coarse_begin(k), coarse_begin(k + 1)).
-void fof_coarse_grid(ExecutionSpace const& space, ScalarView<std::uint64_t> const& keys, ScalarView<int> const& begin,
-                     int fine_cells, int shift, std::size_t coarse_cells, ScalarView<int> const& coarse_begin) {
+void fof_coarse_grid(ExecutionSpace const& space, ScalarView<std::uint64_t> const& code, int fine_cells, int shift,
+                     std::size_t coarse_cells, ScalarView<int> const& coarse_begin) {
   Kokkos::parallel_for(
       "kfmm::fof::coarse_grid", Kokkos::RangePolicy<ExecutionSpace>(space, 0, fine_cells), KOKKOS_LAMBDA(int c) {
-        std::uint64_t const k = keys(begin(c)) >> shift;
-        std::uint64_t const previous = c == 0 ? 0 : (keys(begin(c - 1)) >> shift) + 1;
+        std::uint64_t const k = code(c) >> shift;
+        std::uint64_t const previous = c == 0 ? 0 : (code(c - 1) >> shift) + 1;
         for (std::uint64_t j = previous; j <= k; ++j) coarse_begin(j) = c;
       });
   std::uint64_t last = 0;
   Kokkos::parallel_reduce(
       "kfmm::fof::last_coarse_cell", Kokkos::RangePolicy<ExecutionSpace>(space, 0, 1),
-      KOKKOS_LAMBDA(int, std::uint64_t& value) { value = keys(begin(fine_cells - 1)) >> shift; }, last);
+      KOKKOS_LAMBDA(int, std::uint64_t& value) { value = code(fine_cells - 1) >> shift; }, last);
   Kokkos::parallel_for(
       "kfmm::fof::coarse_grid_tail", Kokkos::RangePolicy<ExecutionSpace>(space, last + 1, coarse_cells + 1),
       KOKKOS_LAMBDA(std::size_t j) { coarse_begin(j) = fine_cells; });
@@ -180,31 +282,78 @@ KOKKOS_INLINE_FUNCTION bool fof_neighbour(int c, int d, int side, bool periodic,
   return true;
 }
 
-/// Tests every pair of fine cells (A, B), B ≥ A, in the same or adjacent link cells and links
-/// the points closer than the linking length.
-void fof_link_cells(ExecutionSpace const& space, FoFGrid const& grid, Vec3View<double> const& sorted,
-                    ScalarView<std::uint64_t> const& code, ScalarView<int> const& begin, int cells,
-                    FoFCellBoxes const& boxes, ScalarView<int> const& coarse_begin, ScalarView<int> const& parent) {
-  double const box = grid.box, link2 = grid.link2;
+/// Where the coarse cells around a fine cell hold few fine cells in all (sparse regions), they
+/// are scanned whole; beyond this many, the link cells around it are looked up instead.
+inline constexpr int fof_scan_limit = 32;
+
+/// Tests every pair of fine cells (A, B), B ≥ A, closer than the linking length and links their
+/// points closer than it. B is looked for in the coarse cells A's box reaches (each edge ≥ the
+/// linking length: A's own and its neighbours towards the faces A lies within a linking length
+/// of); where those hold more than fof_scan_limit fine cells, only in the link cells around A's
+/// (edge ≥ the linking length), found inside their coarse cell by binary search.
+void fof_link_cells(ExecutionSpace const& space, FoFGrid const& grid, FoFCells const& fine,
+                    ScalarView<std::uint64_t> const& code, int cells, ScalarView<int> const& coarse_begin) {
   int const top = grid.coarse_level;
   int const inside = grid.fine_level - grid.coarse_level;  // fine levels inside a coarse cell
   int const extra = grid.link_level - grid.coarse_level;   // link levels inside a coarse cell
   int const below = inside - extra;                         // fine levels inside a link cell
   int const top_side = 1 << top, side = 1 << grid.link_level;
-  bool const periodic = box > 0;
-  int* const p = parent.data();
+  bool const periodic = grid.box > 0;
+  double const coarse_edge = grid.size / double(top_side);
+  // A little over the linking length: a point within it of a face by the keys' rounding still
+  // reaches across.
+  double const reach = std::sqrt(grid.link2) + 1e-9 * coarse_edge;
+  double const c0 = grid.corner[0], c1 = grid.corner[1], c2 = grid.corner[2];
   Kokkos::parallel_for(
       "kfmm::fof::link_cells", Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, cells),
       KOKKOS_LAMBDA(int a) {
+        double const corner[3] = {c0, c1, c2};
         std::uint64_t const top_index = code(a) >> (3 * inside);
-        std::uint64_t const own = code(a) >> (3 * below);  // the link cell's code: coarse index, Morton inside
-        std::uint64_t const in_top = own & ((std::uint64_t(1) << (3 * extra)) - 1);
         int const top_cell[3] = {int(top_index & std::uint64_t(top_side - 1)),
                                  int((top_index >> top) & std::uint64_t(top_side - 1)), int(top_index >> (2 * top))};
+        double ac[3], ah[3];
+        bool a_whole;
+        fine.bounds(a, ac, ah, a_whole);
+        // Offsets of the coarse cells A reaches, per axis (all of them where a periodic axis has
+        // fewer than three cells: fof_neighbour then drops the repeats).
+        int from[3], to[3];
+        for (int k = 0; k < 3; ++k) {
+          double const face = corner[k] + coarse_edge * top_cell[k];
+          bool const all = periodic && top_side < 3;
+          from[k] = all || ac[k] - ah[k] - reach < face ? -1 : 0;
+          to[k] = all || ac[k] + ah[k] + reach >= face + coarse_edge ? 1 : 0;
+        }
+        int found = 0;
+        for (int pass = 0; pass < 2; ++pass) {
+          for (int dz = from[2]; dz <= to[2]; ++dz) {
+            int z;
+            if (!fof_neighbour(top_cell[2], dz, top_side, periodic, z)) continue;
+            for (int dy = from[1]; dy <= to[1]; ++dy) {
+              int y;
+              if (!fof_neighbour(top_cell[1], dy, top_side, periodic, y)) continue;
+              for (int dx = from[0]; dx <= to[0]; ++dx) {
+                int x;
+                if (!fof_neighbour(top_cell[0], dx, top_side, periodic, x)) continue;
+                std::uint64_t const t =
+                    (std::uint64_t(z) << (2 * top)) | (std::uint64_t(y) << top) | std::uint64_t(x);
+                if (t < top_index) continue;  // that pair of coarse cells is the other one's
+                int const first = t == top_index ? a : coarse_begin(t), last = coarse_begin(t + 1);
+                if (pass == 0) {
+                  found += last - first;
+                } else {
+                  for (int b = first; b < last; ++b) fine.link(a, b, ac, ah, a_whole);
+                }
+              }
+            }
+          }
+          if (found > fof_scan_limit) break;
+        }
+        if (found <= fof_scan_limit) return;
+
+        std::uint64_t const own = code(a) >> (3 * below);  // the link cell's code: coarse index, Morton inside
+        std::uint64_t const in_top = own & ((std::uint64_t(1) << (3 * extra)) - 1);
         int cell[3];
         for (int k = 0; k < 3; ++k) cell[k] = (top_cell[k] << extra) | int(compact_bits(in_top >> k));
-        int const a_begin = begin(a), a_end = begin(a + 1);
-        bool const a_whole = boxes(a, 6) != 0;
         int const mask = (1 << extra) - 1;
         // Each pair of link cells once, from the one whose code is smaller (its fine cells come
         // first); inside one link cell each pair of fine cells once (B ≥ A).
@@ -230,44 +379,7 @@ void fof_link_cells(ExecutionSpace const& space, FoFGrid const& grid, Vec3View<d
                 b_first = lower_bound(link_code, b_first, b_last, target);
                 b_last = upper_bound(link_code, b_first, b_last, target);
               }
-              for (int b = b_first < a ? a : b_first; b < b_last; ++b) {
-                bool const b_whole = boxes(b, 6) != 0;
-                if (b == a && a_whole) continue;
-                double gap2 = 0, far2 = 0;
-                for (int k = 0; k < 3; ++k) {
-                  double const d = compat::math::fabs(fof_wrap_difference(boxes(b, k) - boxes(a, k), box));
-                  double const g = d - boxes(a, 3 + k) - boxes(b, 3 + k);
-                  double const f = d + boxes(a, 3 + k) + boxes(b, 3 + k);
-                  gap2 += g > 0 ? g * g : 0;
-                  far2 += f * f;
-                }
-                if (gap2 > link2) continue;
-                int const b_begin = begin(b), b_end = begin(b + 1);
-                bool const both_whole = a_whole && b_whole;
-                if (both_whole) {
-                  if (fof_find(p, a_begin) == fof_find(p, b_begin)) continue;
-                  if (far2 <= link2) {
-                    fof_union(p, a_begin, b_begin);
-                    continue;
-                  }
-                }
-                bool linked = false;
-                for (int j = b_begin; j < b_end && !(linked && both_whole); ++j) {
-                  int const i_end = b == a ? j : a_end;
-                  for (int i = a_begin; i < i_end; ++i) {
-                    double r2 = 0;
-                    for (int k = 0; k < 3; ++k) {
-                      double const d = fof_wrap_difference(sorted(j, k) - sorted(i, k), box);
-                      r2 += d * d;
-                    }
-                    if (r2 <= link2) {
-                      fof_union(p, i, j);
-                      linked = true;
-                      if (a_whole) break;  // j now hangs on all of A
-                    }
-                  }
-                }
-              }
+              for (int b = b_first < a ? a : b_first; b < b_last; ++b) fine.link(a, b, ac, ah, a_whole);
             }
           }
         }
@@ -325,20 +437,26 @@ void fof_components(ExecutionSpace const& space, Vec3View<double> const& pos, st
   auto const sorted = allocate_large<Vec3View<double>>("kfmm::fof::sorted", n);
   detail::fof_sorted_points(space, pos, n, grid, keys, permutation, sorted);
 
-  ScalarView<int> begin;
-  int const cells = detail::fof_fine_cells(space, keys, n, 0, begin);
-  auto const boxes = allocate_large<detail::FoFCellBoxes>("kfmm::fof::cell_boxes", cells);
+  detail::FoFCells fine_cells;
+  int const cells = detail::fof_fine_cells(space, keys, n, 0, fine_cells.begin);
+  int const several = detail::fof_box_slots(space, fine_cells.begin, cells, fine_cells.slot);
+  fine_cells.sorted = sorted;
+  fine_cells.boxes = allocate_large<detail::FoFCellBoxes>("kfmm::fof::cell_boxes", several);
   auto const parent = allocate_large<ScalarView<int>>("kfmm::fof::parent", n);
-  detail::fof_cell_boxes(space, sorted, begin, cells, grid.link2, boxes, parent);
+  fine_cells.parent = parent.data();
+  fine_cells.box = grid.box;
+  fine_cells.link2 = grid.link2;
+  detail::fof_cell_boxes(space, fine_cells, cells);
 
-  ScalarView<int> coarse_begin(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kfmm::fof::coarse_begin"),
-                               coarse_cells + 1);
-  detail::fof_coarse_grid(space, keys, begin, cells, grid.coarse_shift, coarse_cells, coarse_begin);
   auto const cell_code = allocate_large<ScalarView<std::uint64_t>>("kfmm::fof::cell_code", cells);
+  auto const begin = fine_cells.begin;
   Kokkos::parallel_for(
       "kfmm::fof::cell_codes", Kokkos::RangePolicy<ExecutionSpace>(space, 0, cells),
       KOKKOS_LAMBDA(int c) { cell_code(c) = keys(begin(c)); });
-  detail::fof_link_cells(space, grid, sorted, cell_code, begin, cells, boxes, coarse_begin, parent);
+  auto const coarse_begin =
+      allocate_large<ScalarView<int>>("kfmm::fof::coarse_begin", coarse_cells + 1);
+  detail::fof_coarse_grid(space, cell_code, cells, grid.coarse_shift, coarse_cells, coarse_begin);
+  detail::fof_link_cells(space, grid, fine_cells, cell_code, cells, coarse_begin);
 
   // Roots in sorted order, reported as input indices.
   int* const p = parent.data();
