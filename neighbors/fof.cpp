@@ -87,6 +87,11 @@ void fof_sorted_points(ExecutionSpace const& space, Vec3View<double> const& pos,
   sorter.sort(space, keys, permutation, n);
   Kokkos::parallel_for(
       "kfmm::fof::gather_positions", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n), KOKKOS_LAMBDA(std::size_t i) {
+        constexpr std::size_t ahead = 32;  // points in flight: the reads are in random order
+        if (i + ahead < n) {
+          std::uint32_t const later = permutation(i + ahead);
+          for (int k = 0; k < 3; ++k) compat::math::prefetch(&pos(later, k));
+        }
         for (int k = 0; k < 3; ++k) {
           double x = pos(permutation(i), k);
           if (box > 0) {
@@ -131,10 +136,14 @@ struct FoFCells {
   Vec3View<double> sorted;  // wrapped positions in cell order
   ScalarView<int> begin;    // first point of each cell; begin(cells) = n
   ScalarView<int> slot;     // row of a cell's box in `boxes`, −1 for a one-point cell
+  ScalarView<std::uint64_t> keys;  // the sorted points' fine-cell codes
   FoFCellBoxes boxes;
   int* parent = nullptr;
   double box = 0;    // periodic box (0: open)
   double link2 = 0;  // squared linking length
+
+  /// Code of fine cell c: its coarse cell's row-major index above the Morton code inside it.
+  KOKKOS_INLINE_FUNCTION std::uint64_t code(int c) const { return keys(begin(c)); }
 
   /// Centre and half extent of cell c's points, and whether they are linked as a whole.
   KOKKOS_INLINE_FUNCTION void bounds(int c, double centre[3], double half[3], bool& whole) const {
@@ -157,7 +166,7 @@ struct FoFCells {
 
   /// Links the points of cells a and b (b ≥ a) closer than the linking length; (ac, ah, a_whole)
   /// are bounds(a).
-  KOKKOS_INLINE_FUNCTION void link(int a, int b, double const ac[3], double const ah[3], bool a_whole) const {
+  KOKKOS_FORCEINLINE_FUNCTION void link(int a, int b, double const ac[3], double const ah[3], bool a_whole) const {
     if (b == a && a_whole) return;
     double bc[3], bh[3];
     bool b_whole;
@@ -255,18 +264,18 @@ void fof_cell_boxes(ExecutionSpace const& space, FoFCells const& cells, int coun
 
 /// coarse_begin(k) = first fine cell whose coarse cell is ≥ k, for k in [0, cells]: the fine
 /// cells of coarse cell k are [coarse_begin(k), coarse_begin(k + 1)).
-void fof_coarse_grid(ExecutionSpace const& space, ScalarView<std::uint64_t> const& code, int fine_cells, int shift,
+void fof_coarse_grid(ExecutionSpace const& space, FoFCells const& fine, int fine_cells, int shift,
                      std::size_t coarse_cells, ScalarView<int> const& coarse_begin) {
   Kokkos::parallel_for(
       "kfmm::fof::coarse_grid", Kokkos::RangePolicy<ExecutionSpace>(space, 0, fine_cells), KOKKOS_LAMBDA(int c) {
-        std::uint64_t const k = code(c) >> shift;
-        std::uint64_t const previous = c == 0 ? 0 : (code(c - 1) >> shift) + 1;
+        std::uint64_t const k = fine.code(c) >> shift;
+        std::uint64_t const previous = c == 0 ? 0 : (fine.code(c - 1) >> shift) + 1;
         for (std::uint64_t j = previous; j <= k; ++j) coarse_begin(j) = c;
       });
   std::uint64_t last = 0;
   Kokkos::parallel_reduce(
       "kfmm::fof::last_coarse_cell", Kokkos::RangePolicy<ExecutionSpace>(space, 0, 1),
-      KOKKOS_LAMBDA(int, std::uint64_t& value) { value = code(fine_cells - 1) >> shift; }, last);
+      KOKKOS_LAMBDA(int, std::uint64_t& value) { value = fine.code(fine_cells - 1) >> shift; }, last);
   Kokkos::parallel_for(
       "kfmm::fof::coarse_grid_tail", Kokkos::RangePolicy<ExecutionSpace>(space, last + 1, coarse_cells + 1),
       KOKKOS_LAMBDA(std::size_t j) { coarse_begin(j) = fine_cells; });
@@ -282,17 +291,19 @@ KOKKOS_INLINE_FUNCTION bool fof_neighbour(int c, int d, int side, bool periodic,
   return true;
 }
 
-/// Where the coarse cells around a fine cell hold few fine cells in all (sparse regions), they
+/// Where the coarse cells around a link cell hold few fine cells in all (sparse regions), they
 /// are scanned whole; beyond this many, the link cells around it are looked up instead.
 inline constexpr int fof_scan_limit = 32;
 
 /// Tests every pair of fine cells (A, B), B ≥ A, closer than the linking length and links their
-/// points closer than it. B is looked for in the coarse cells A's box reaches (each edge ≥ the
-/// linking length: A's own and its neighbours towards the faces A lies within a linking length
-/// of); where those hold more than fof_scan_limit fine cells, only in the link cells around A's
-/// (edge ≥ the linking length), found inside their coarse cell by binary search.
-void fof_link_cells(ExecutionSpace const& space, FoFGrid const& grid, FoFCells const& fine,
-                    ScalarView<std::uint64_t> const& code, int cells, ScalarView<int> const& coarse_begin) {
+/// points closer than it. One work item per link cell (edge ≥ the linking length), run by its
+/// first fine cell. B is looked for in the coarse cells (edge ≥ the linking length) A's box
+/// reaches: A's own and its neighbours towards the faces A lies within a linking length of.
+/// Where those hold more than fof_scan_limit fine cells, B is looked for in the 27 link cells
+/// around A's instead, each found once for all the fine cells of A's link cell by a binary
+/// search inside its coarse cell.
+void fof_link_cells(ExecutionSpace const& space, FoFGrid const& grid, FoFCells const& fine, int cells,
+                    ScalarView<int> const& coarse_begin) {
   int const top = grid.coarse_level;
   int const inside = grid.fine_level - grid.coarse_level;  // fine levels inside a coarse cell
   int const extra = grid.link_level - grid.coarse_level;   // link levels inside a coarse cell
@@ -304,27 +315,29 @@ void fof_link_cells(ExecutionSpace const& space, FoFGrid const& grid, FoFCells c
   // reaches across.
   double const reach = std::sqrt(grid.link2) + 1e-9 * coarse_edge;
   double const c0 = grid.corner[0], c1 = grid.corner[1], c2 = grid.corner[2];
+  int const most_per_link_cell = 1 << (3 * below);
   Kokkos::parallel_for(
       "kfmm::fof::link_cells", Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, cells),
-      KOKKOS_LAMBDA(int a) {
+      KOKKOS_LAMBDA(int a0) {
+        std::uint64_t const own = fine.code(a0) >> (3 * below);  // the link cell's code: coarse index, Morton inside
+        if (a0 > 0 && (fine.code(a0 - 1) >> (3 * below)) == own) return;  // not the link cell's first fine cell
+        int a1 = a0 + 1;
+        while (a1 < cells && a1 - a0 < most_per_link_cell && (fine.code(a1) >> (3 * below)) == own) ++a1;
         double const corner[3] = {c0, c1, c2};
-        std::uint64_t const top_index = code(a) >> (3 * inside);
+        std::uint64_t const top_index = fine.code(a0) >> (3 * inside);
         int const top_cell[3] = {int(top_index & std::uint64_t(top_side - 1)),
                                  int((top_index >> top) & std::uint64_t(top_side - 1)), int(top_index >> (2 * top))};
-        double ac[3], ah[3];
-        bool a_whole;
-        fine.bounds(a, ac, ah, a_whole);
-        // Offsets of the coarse cells A reaches, per axis (all of them where a periodic axis has
-        // fewer than three cells: fof_neighbour then drops the repeats).
-        int from[3], to[3];
-        for (int k = 0; k < 3; ++k) {
+        bool const all = periodic && top_side < 3;  // every offset (fof_neighbour drops the repeats)
+
+        // Offsets of the coarse cells a box [lo, hi] reaches along axis k.
+        auto const reached = [&](int k, double lo, double hi, int& from, int& to) {
           double const face = corner[k] + coarse_edge * top_cell[k];
-          bool const all = periodic && top_side < 3;
-          from[k] = all || ac[k] - ah[k] - reach < face ? -1 : 0;
-          to[k] = all || ac[k] + ah[k] + reach >= face + coarse_edge ? 1 : 0;
-        }
-        int found = 0;
-        for (int pass = 0; pass < 2; ++pass) {
+          from = all || lo - reach < face ? -1 : 0;
+          to = all || hi + reach >= face + coarse_edge ? 1 : 0;
+        };
+        // f(first, last) for the fine cells [first, last) of each coarse cell in reach whose index
+        // is ≥ the own one's (the pairs with smaller ones are theirs), from fine cell a on in the own one.
+        auto const for_coarse_cells = [&](int const from[3], int const to[3], int a, auto const& f) {
           for (int dz = from[2]; dz <= to[2]; ++dz) {
             int z;
             if (!fof_neighbour(top_cell[2], dz, top_side, periodic, z)) continue;
@@ -334,23 +347,43 @@ void fof_link_cells(ExecutionSpace const& space, FoFGrid const& grid, FoFCells c
               for (int dx = from[0]; dx <= to[0]; ++dx) {
                 int x;
                 if (!fof_neighbour(top_cell[0], dx, top_side, periodic, x)) continue;
-                std::uint64_t const t =
-                    (std::uint64_t(z) << (2 * top)) | (std::uint64_t(y) << top) | std::uint64_t(x);
-                if (t < top_index) continue;  // that pair of coarse cells is the other one's
-                int const first = t == top_index ? a : coarse_begin(t), last = coarse_begin(t + 1);
-                if (pass == 0) {
-                  found += last - first;
-                } else {
-                  for (int b = first; b < last; ++b) fine.link(a, b, ac, ah, a_whole);
-                }
+                std::uint64_t const t = (std::uint64_t(z) << (2 * top)) | (std::uint64_t(y) << top) | std::uint64_t(x);
+                if (t < top_index) continue;
+                f(t == top_index ? a : coarse_begin(t), coarse_begin(t + 1));
               }
             }
           }
-          if (found > fof_scan_limit) break;
-        }
-        if (found <= fof_scan_limit) return;
+        };
 
-        std::uint64_t const own = code(a) >> (3 * below);  // the link cell's code: coarse index, Morton inside
+        // Sparse: how many fine cells the coarse cells the link cell's points reach hold.
+        double lo[3], hi[3];
+        for (int a = a0; a < a1; ++a) {
+          double ac[3], ah[3];
+          bool whole;
+          fine.bounds(a, ac, ah, whole);
+          for (int k = 0; k < 3; ++k) {
+            lo[k] = a == a0 || ac[k] - ah[k] < lo[k] ? ac[k] - ah[k] : lo[k];
+            hi[k] = a == a0 || ac[k] + ah[k] > hi[k] ? ac[k] + ah[k] : hi[k];
+          }
+        }
+        int from[3], to[3];
+        for (int k = 0; k < 3; ++k) reached(k, lo[k], hi[k], from[k], to[k]);
+        int found = 0;
+        for_coarse_cells(from, to, a0, [&](int first, int last) { found += last - first; });
+        if (found <= fof_scan_limit) {
+          for (int a = a0; a < a1; ++a) {
+            double ac[3], ah[3];
+            bool a_whole;
+            fine.bounds(a, ac, ah, a_whole);
+            for (int k = 0; k < 3; ++k) reached(k, ac[k] - ah[k], ac[k] + ah[k], from[k], to[k]);
+            for_coarse_cells(from, to, a, [&](int first, int last) {
+              for (int b = first; b < last; ++b) fine.link(a, b, ac, ah, a_whole);
+            });
+          }
+          return;
+        }
+
+        // Dense: the link cells around.
         std::uint64_t const in_top = own & ((std::uint64_t(1) << (3 * extra)) - 1);
         int cell[3];
         for (int k = 0; k < 3; ++k) cell[k] = (top_cell[k] << extra) | int(compact_bits(in_top >> k));
@@ -373,13 +406,20 @@ void fof_link_cells(ExecutionSpace const& space, FoFGrid const& grid, FoFCells c
                                                                            std::uint32_t(z & mask));
               if (target < own) continue;
               // The fine cells of that link cell: a run inside its coarse cell's fine cells.
-              int b_first = coarse_begin(t), b_last = coarse_begin(t + 1);
-              if (extra > 0) {
-                auto const link_code = [&](int b) { return code(b) >> (3 * below); };
+              int b_first = target == own ? a0 : coarse_begin(t), b_last = target == own ? a1 : coarse_begin(t + 1);
+              if (target != own && extra > 0) {
+                auto const link_code = [&](int b) { return fine.code(b) >> (3 * below); };
                 b_first = lower_bound(link_code, b_first, b_last, target);
-                b_last = upper_bound(link_code, b_first, b_last, target);
+                int const bound = b_last - b_first > most_per_link_cell ? b_first + most_per_link_cell : b_last;
+                b_last = upper_bound(link_code, b_first, bound, target);
               }
-              for (int b = b_first < a ? a : b_first; b < b_last; ++b) fine.link(a, b, ac, ah, a_whole);
+              if (b_first == b_last) continue;
+              for (int a = a0; a < a1; ++a) {
+                double ac[3], ah[3];
+                bool a_whole;
+                fine.bounds(a, ac, ah, a_whole);
+                for (int b = b_first < a ? a : b_first; b < b_last; ++b) fine.link(a, b, ac, ah, a_whole);
+              }
             }
           }
         }
@@ -388,12 +428,19 @@ void fof_link_cells(ExecutionSpace const& space, FoFGrid const& grid, FoFCells c
 
 }  // namespace detail
 
-void fof_components(ExecutionSpace const& space, Vec3View<double> const& pos, std::size_t n, double linking_length,
-                    double box_size, ScalarView<int> const& component) {
-  if (n == 0) return;
-  if (component.extent(0) < n || pos.extent(0) < n)
-    fail("fof_components: n = {} exceeds the positions ({}) or the component View ({})", n, pos.extent(0),
-         component.extent(0));
+namespace detail {
+
+/// The linked points of one pass: the union-find forest over the points in cell order
+/// (parent), the permutation from that order to the input's, and the sorted keys (dead after
+/// linking: work space for what follows).
+struct FoFForest {
+  ScalarView<std::uint32_t> permutation;
+  ScalarView<int> parent;
+  ScalarView<std::uint64_t> keys;
+};
+
+FoFForest fof_forest(ExecutionSpace const& space, Vec3View<double> const& pos, std::size_t n, double linking_length,
+                     double box_size) {
   if (n > max_rank_particles)
     fail("friends-of-friends: {} points (own and imported) on one rank exceed the limit {} (int indices); use more "
          "ranks",
@@ -401,7 +448,7 @@ void fof_components(ExecutionSpace const& space, Vec3View<double> const& pos, st
   if (!(linking_length > 0) || !std::isfinite(linking_length))
     fail("friends-of-friends: linking length {} must be finite and > 0", linking_length);
 
-  detail::FoFGrid grid;
+  FoFGrid grid;
   grid.box = box_size;
   grid.link2 = linking_length * linking_length;
   if (box_size > 0) {
@@ -415,11 +462,11 @@ void fof_components(ExecutionSpace const& space, Vec3View<double> const& pos, st
   }
   // Fine cells: the coarsest level whose edge is ≤ l/√3 (a full cell has a diagonal ≤ l);
   // coarse cells (a dense grid of fine-cell ranges): the finest level whose edge is ≥ l with at
-  // most max(2^18, 2n) cells; link cells: the finest level whose edge is ≥ l.
+  // most max(2^18, n) cells; link cells: the finest level whose edge is ≥ l.
   int fine = 0;
   while (fine < max_tree_level && grid.size / double(std::uint64_t(1) << fine) > linking_length / std::sqrt(3.0))
     ++fine;
-  std::size_t const max_cells = std::max<std::size_t>(std::size_t(1) << 18, 2 * n);
+  std::size_t const max_cells = std::max<std::size_t>(std::size_t(1) << 18, n);
   int coarse = 0;
   while (coarse + 1 <= fine && grid.size / double(std::uint64_t(1) << (coarse + 1)) >= linking_length &&
          (std::size_t(1) << (3 * (coarse + 1))) <= max_cells)
@@ -432,37 +479,73 @@ void fof_components(ExecutionSpace const& space, Vec3View<double> const& pos, st
   grid.coarse_shift = 3 * (fine - coarse);
   std::size_t const coarse_cells = std::size_t(1) << (3 * coarse);
 
-  auto const keys = allocate_large<ScalarView<std::uint64_t>>("kfmm::fof::keys", n);
-  auto const permutation = allocate_large<ScalarView<std::uint32_t>>("kfmm::fof::permutation", n);
+  FoFForest forest;
+  forest.keys = allocate_large<ScalarView<std::uint64_t>>("kfmm::fof::keys", n);
+  forest.permutation = allocate_large<ScalarView<std::uint32_t>>("kfmm::fof::permutation", n);
   auto const sorted = allocate_large<Vec3View<double>>("kfmm::fof::sorted", n);
-  detail::fof_sorted_points(space, pos, n, grid, keys, permutation, sorted);
+  fof_sorted_points(space, pos, n, grid, forest.keys, forest.permutation, sorted);
 
-  detail::FoFCells fine_cells;
-  int const cells = detail::fof_fine_cells(space, keys, n, 0, fine_cells.begin);
-  int const several = detail::fof_box_slots(space, fine_cells.begin, cells, fine_cells.slot);
+  FoFCells fine_cells;
+  int const cells = fof_fine_cells(space, forest.keys, n, 0, fine_cells.begin);
+  int const several = fof_box_slots(space, fine_cells.begin, cells, fine_cells.slot);
+  fine_cells.keys = forest.keys;
   fine_cells.sorted = sorted;
-  fine_cells.boxes = allocate_large<detail::FoFCellBoxes>("kfmm::fof::cell_boxes", several);
-  auto const parent = allocate_large<ScalarView<int>>("kfmm::fof::parent", n);
-  fine_cells.parent = parent.data();
+  fine_cells.boxes = allocate_large<FoFCellBoxes>("kfmm::fof::cell_boxes", several);
+  forest.parent = allocate_large<ScalarView<int>>("kfmm::fof::parent", n);
+  fine_cells.parent = forest.parent.data();
   fine_cells.box = grid.box;
   fine_cells.link2 = grid.link2;
-  detail::fof_cell_boxes(space, fine_cells, cells);
+  fof_cell_boxes(space, fine_cells, cells);
 
-  auto const cell_code = allocate_large<ScalarView<std::uint64_t>>("kfmm::fof::cell_code", cells);
-  auto const begin = fine_cells.begin;
-  Kokkos::parallel_for(
-      "kfmm::fof::cell_codes", Kokkos::RangePolicy<ExecutionSpace>(space, 0, cells),
-      KOKKOS_LAMBDA(int c) { cell_code(c) = keys(begin(c)); });
-  auto const coarse_begin =
-      allocate_large<ScalarView<int>>("kfmm::fof::coarse_begin", coarse_cells + 1);
-  detail::fof_coarse_grid(space, cell_code, cells, grid.coarse_shift, coarse_cells, coarse_begin);
-  detail::fof_link_cells(space, grid, fine_cells, cell_code, cells, coarse_begin);
+  auto const coarse_begin = allocate_large<ScalarView<int>>("kfmm::fof::coarse_begin", coarse_cells + 1);
+  fof_coarse_grid(space, fine_cells, cells, grid.coarse_shift, coarse_cells, coarse_begin);
+  fof_link_cells(space, grid, fine_cells, cells, coarse_begin);
+  return forest;
+}
 
+}  // namespace detail
+
+void fof_components(ExecutionSpace const& space, Vec3View<double> const& pos, std::size_t n, double linking_length,
+                    double box_size, ScalarView<int> const& component) {
+  if (n == 0) return;
+  if (component.extent(0) < n || pos.extent(0) < n)
+    fail("fof_components: n = {} exceeds the positions ({}) or the component View ({})", n, pos.extent(0),
+         component.extent(0));
+  auto const forest = detail::fof_forest(space, pos, n, linking_length, box_size);
   // Roots in sorted order, reported as input indices.
-  int* const p = parent.data();
+  auto const permutation = forest.permutation;
+  int* const p = forest.parent.data();
   Kokkos::parallel_for(
       "kfmm::fof::components", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n), KOKKOS_LAMBDA(std::size_t i) {
         component(permutation(i)) = int(permutation(detail::fof_find(p, int(i))));
+      });
+  space.fence();
+}
+
+void fof_labels(ExecutionSpace const& space, Vec3View<double> const& pos, ScalarView<std::uint64_t> const& id,
+                std::size_t n, double linking_length, double box_size, ScalarView<std::uint64_t> const& label) {
+  if (n == 0) return;
+  if (label.extent(0) < n || pos.extent(0) < n || id.extent(0) < n)
+    fail("fof_labels: n = {} exceeds the positions ({}), the ids ({}) or the label View ({})", n, pos.extent(0),
+         id.extent(0), label.extent(0));
+  auto const forest = detail::fof_forest(space, pos, n, linking_length, box_size);
+  // The smallest id per root, kept in the root's slot of the (now free) keys.
+  auto const permutation = forest.permutation;
+  auto const smallest = forest.keys;
+  int* const p = forest.parent.data();
+  // Roots first, by plain writes (most points are roots of their own where few are linked);
+  // then the other points, atomically.
+  Kokkos::parallel_for(
+      "kfmm::fof::root_ids", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n), KOKKOS_LAMBDA(std::size_t i) {
+        smallest(i) = p[i] == int(i) ? id(permutation(i)) : std::numeric_limits<std::uint64_t>::max();
+      });
+  Kokkos::parallel_for(
+      "kfmm::fof::smallest_id", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n), KOKKOS_LAMBDA(std::size_t i) {
+        if (p[i] != int(i)) detail::fof_atomic_min(&smallest(detail::fof_find(p, int(i))), id(permutation(i)));
+      });
+  Kokkos::parallel_for(
+      "kfmm::fof::labels", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n), KOKKOS_LAMBDA(std::size_t i) {
+        label(permutation(i)) = smallest(detail::fof_find(p, int(i)));
       });
   space.fence();
 }
@@ -559,11 +642,9 @@ FoFResult friends_of_friends(Context const& context, Particles<> const& particle
   result.label = allocate_large<ScalarView<std::uint64_t>>("kfmm::fof::label", n);
   if (total == 0) return result;
   if (context.size() == 1) {
-    auto const component = allocate_large<ScalarView<int>>("kfmm::fof::component", n);
     collectively(context, [&] {
-      fof_components(space, particles.pos, n, result.linking_length, options.box_size, component);
+      fof_labels(space, particles.pos, particles.id, n, result.linking_length, options.box_size, result.label);
     });
-    fof_min_labels(space, component, particles.id, n, result.label);
   } else {
     detail::fof_distributed(context, particles, result.linking_length, options.box_size, result);
   }

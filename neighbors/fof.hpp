@@ -58,16 +58,23 @@ FoFResult friends_of_friends(Context const& context, Particles<> const& particle
 ///
 /// How: the points' fine cells (edge ≤ linking length/√3) in their bounding cube (or the
 /// periodic box) are sorted by a key that puts the row-major index of their coarse cell (a dense
-/// grid of at most max(2^18, 2n) cells) above their Morton code inside it; a fine cell whose
-/// points' bounding box has a diagonal ≤ the linking length is linked as a whole. Pairs of fine
-/// cells are tested only when they lie in the same or adjacent link cells (edge ≥ linking
-/// length; each pair of link cells once), whose fine cells are found by binary search inside
-/// their coarse cell: first by their bounding boxes, then point by point until one link is
-/// found when both cells are linked as a whole. Links are made by a lock-free union-find
-/// (hooking the larger root under the smaller with compare-and-swap), so the components do not
-/// depend on the order in which threads find links.
+/// grid of at most max(2^18, n) cells, edge ≥ linking length) above their Morton code inside it;
+/// a fine cell whose points' bounding box has a diagonal ≤ the linking length is linked as a
+/// whole. Pairs of fine cells (each pair once) are tested first by their bounding boxes (only
+/// cells of two or more points store one), then point by point until one link is found when
+/// both cells are linked as a whole. The candidates of a cell are the fine cells of the coarse
+/// cells its box reaches where those hold few (sparse regions), else those of the 27 link cells
+/// (edge ≥ linking length) around its own, found once per link cell by binary search inside
+/// their coarse cell. Links are made by a lock-free union-find (hooking the larger root under
+/// the smaller with compare-and-swap), so the components do not depend on the order in which
+/// threads find links.
 void fof_components(ExecutionSpace const& space, Vec3View<double> const& pos, std::size_t n, double linking_length,
                     double box_size, ScalarView<int> const& component);
+
+/// \brief fof_components() followed by fof_min_labels() in one pass, without the component
+/// View: label(i) = the smallest id(j) over the points j linked to i.
+void fof_labels(ExecutionSpace const& space, Vec3View<double> const& pos, ScalarView<std::uint64_t> const& id,
+                std::size_t n, double linking_length, double box_size, ScalarView<std::uint64_t> const& label);
 
 /// \brief label(i) = smallest id(j) over the points j with component(j) == component(i), for
 /// components as fof_components() returns them.
