@@ -143,7 +143,7 @@ TEST_F(FoF, CoincidentParticles) {
 
 // fof_components on one rank's points directly, with grids of 1 to many coarse cells per axis
 // (linking lengths up to just under half the periodic box).
-// The labels fof_components + fof_min_labels give `s` on this rank alone.
+// The labels fof_components + fof_min_labels give `s` on this rank alone (and fof_labels the same).
 std::vector<std::uint64_t> component_labels(PointSet const& s, double link, double box) {
   kfmm::Vec3View<double, kfmm::HostSpace> host("pos", s.size());
   for (std::size_t i = 0; i < s.size(); ++i)
@@ -156,7 +156,12 @@ std::vector<std::uint64_t> component_labels(PointSet const& s, double link, doub
   kfmm::ExecutionSpace space;
   kfmm::fof_components(space, pos, s.size(), link, box, component);
   kfmm::fof_min_labels(space, component, id, s.size(), label);
-  return to_vector(label, s.size());
+  auto const labels = to_vector(label, s.size());
+  // The one-pass form gives the same labels.
+  kfmm::ScalarView<std::uint64_t> fused("fused", s.size());
+  kfmm::fof_labels(space, pos, id, s.size(), link, box, fused);
+  EXPECT_EQ(to_vector(fused, s.size()), labels) << "link " << link << " box " << box;
+  return labels;
 }
 
 void check_components(PointSet const& s, double link, double box) {
