@@ -355,7 +355,23 @@ void fof_link_cells(ExecutionSpace const& space, FoFGrid const& grid, FoFCells c
           }
         };
 
-        // Sparse: how many fine cells the coarse cells the link cell's points reach hold.
+        // Sparse, one fine cell (the most common case there): its candidates are linked as they
+        // are counted, until they turn out to be too many (what was linked stays linked).
+        if (a1 - a0 == 1) {
+          double ac[3], ah[3];
+          bool a_whole;
+          fine.bounds(a0, ac, ah, a_whole);
+          int from[3], to[3];
+          for (int k = 0; k < 3; ++k) reached(k, ac[k] - ah[k], ac[k] + ah[k], from[k], to[k]);
+          int found = 0;
+          for_coarse_cells(from, to, a0, [&](int first, int last) {
+            found += last - first;
+            if (found <= fof_scan_limit)
+              for (int b = first; b < last; ++b) fine.link(a0, b, ac, ah, a_whole);
+          });
+          if (found <= fof_scan_limit) return;
+        }
+        // Sparse, several fine cells: how many fine cells the coarse cells their points reach hold.
         double lo[3], hi[3];
         for (int a = a0; a < a1; ++a) {
           double ac[3], ah[3];
