@@ -35,6 +35,23 @@ void FoFUniformPeriodic(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * particles.num));
 }
 
+// The same points at b = 0.7, the setting of jz-tree's published comparison (jz-tree and
+// hfof): most points have friends and most fine cells several points (the dense path).
+void FoFUniformPeriodicLongLink(benchmark::State& state) {
+  kfmm::Context const context;
+  auto const particles = make_points(context, kfmm::ICKind::Uniform, std::uint64_t(state.range(0)));
+  kfmm::FoFOptions options;
+  options.box_size = 1;
+  options.b = 0.7;
+  std::uint64_t groups = 0;
+  for (auto _ : state) {
+    auto const result = kfmm::friends_of_friends(context, particles, options);
+    groups = result.num_groups;
+  }
+  state.counters["groups"] = double(groups);
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * particles.num));
+}
+
 void FoFClumps(benchmark::State& state) {
   kfmm::Context const context;
   auto const particles = make_points(context, kfmm::ICKind::GaussianClumps, std::uint64_t(state.range(0)));
@@ -62,6 +79,7 @@ void FoFCatalogueClumps(benchmark::State& state) {
 }
 
 BENCHMARK(FoFUniformPeriodic)->Arg(1000000)->Arg(10000000)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(FoFUniformPeriodicLongLink)->Arg(1000000)->Arg(10000000)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(FoFClumps)->Arg(1000000)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(FoFCatalogueClumps)->Arg(1000000)->Unit(benchmark::kMillisecond)->UseRealTime();
 
