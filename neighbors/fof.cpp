@@ -35,37 +35,39 @@ KOKKOS_INLINE_FUNCTION std::uint64_t fof_morton(std::uint32_t x, std::uint32_t y
 /// box, 1 when the cell is linked as a whole (6).
 using FoFCellBoxes = Kokkos::View<double* [8], Kokkos::LayoutRight, MemorySpace>;
 
-/// The frame and the two grid levels of one linking pass.
+/// The cells of one linking pass. Fine cells (edge between l/2 and l/√3 where the periodic box
+/// allows: a full one has a diagonal ≤ l) come 2×2×2 to a link cell (edge ≥ l: a point's
+/// friends lie in the 27 link cells around its own) and 2^inside per axis to a coarse cell (a
+/// dense grid of coarse_side³ cells, edge ≥ l, holding fine-cell ranges). A fine cell's code (the
+/// sort key) is its coarse cell's row-major index (z, y, x) above the Morton code of its place
+/// inside the coarse cell: the fine cells of a link cell are contiguous, and so are those of a
+/// coarse cell and of the cells of a coarse row.
 struct FoFGrid {
   double corner[3] = {0, 0, 0};
-  double size = 1;       // edge of the cube of keys
-  double box = 0;        // periodic box (0: open)
+  double fine_edge = 1;
+  double box = 0;        // periodic box (0: open); then coarse_side · 2^inside · fine_edge = box
   double link2 = 0;      // squared linking length
-  // A fine cell's code (the sort key) is its coarse cell's row-major index (z, y, x) above the
-  // Morton code of its place inside the coarse cell: the fine cells of a coarse cell are
-  // contiguous, and so are those of the cells of a coarse row.
-  int fine_level = 0;    // fine cells: edge size / 2^fine_level
-  int coarse_level = 0;  // coarse cells: edge size / 2^coarse_level, 2^coarse_level per axis
-  int coarse_shift = 0;  // fine cell code >> coarse_shift = coarse cell index
-  // Link cells (edge ≥ linking length, coarse_level ≤ link_level ≤ fine_level): pairs are looked
-  // for in adjacent link cells, found inside their coarse cell by binary search.
-  int link_level = 0;
+  int coarse_side = 1;   // coarse cells per axis
+  int inside = 1;        // fine levels inside a coarse cell (≥ 1: the link level is inside - 1)
+
+  int fine_side() const { return coarse_side << inside; }
+  std::size_t coarse_cells() const { return std::size_t(coarse_side) * std::size_t(coarse_side) * coarse_side; }
 };
 
 /// Sorted fine-cell codes of the (wrapped) points, the sorted wrapped positions and the permutation.
 void fof_sorted_points(ExecutionSpace const& space, Vec3View<double> const& pos, std::size_t n, FoFGrid const& grid,
                        ScalarView<std::uint64_t> const& keys, ScalarView<std::uint32_t> const& permutation,
                        Vec3View<double> const& sorted) {
-  double const scale = double(std::uint64_t(1) << key_bits_per_axis) / grid.size;
+  double const scale = 1 / grid.fine_edge;
   double const box = grid.box;
   double const c0 = grid.corner[0], c1 = grid.corner[1], c2 = grid.corner[2];
-  int const to_fine = key_bits_per_axis - grid.fine_level;
-  int const inside = grid.fine_level - grid.coarse_level;
-  int const coarse = grid.coarse_level;
+  int const inside = grid.inside;
+  std::uint32_t const last = std::uint32_t(grid.fine_side() - 1);
+  std::uint64_t const coarse_side = std::uint64_t(grid.coarse_side);
   Kokkos::parallel_for(
       "kfmm::fof::keys", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n), KOKKOS_LAMBDA(std::size_t i) {
         double const corner[3] = {c0, c1, c2};
-        std::uint32_t g[3];
+        std::uint32_t f[3], c[3];
         for (int k = 0; k < 3; ++k) {
           double x = pos(i, k);
           if (box > 0) {
@@ -73,14 +75,11 @@ void fof_sorted_points(ExecutionSpace const& space, Vec3View<double> const& pos,
             if (!(x < box)) x = 0;  // round-off of a tiny negative x
           }
           double const t = (x - corner[k]) * scale;
-          g[k] = t >= double(max_grid_coordinate) ? max_grid_coordinate : t >= 0 ? static_cast<std::uint32_t>(t) : 0u;
+          std::uint32_t const g = t >= double(last) ? last : t >= 0 ? static_cast<std::uint32_t>(t) : 0u;
+          f[k] = g & ((std::uint32_t(1) << inside) - 1);
+          c[k] = g >> inside;
         }
-        std::uint32_t f[3], c[3];
-        for (int k = 0; k < 3; ++k) {
-          f[k] = (g[k] >> to_fine) & ((std::uint32_t(1) << inside) - 1);
-          c[k] = g[k] >> (to_fine + inside);
-        }
-        std::uint64_t const row_major = (std::uint64_t(c[2]) << (2 * coarse)) | (std::uint64_t(c[1]) << coarse) | c[0];
+        std::uint64_t const row_major = (std::uint64_t(c[2]) * coarse_side + c[1]) * coarse_side + c[0];
         keys(i) = (row_major << (3 * inside)) | fof_morton(f[0], f[1], f[2]);  // order inside a fine cell: any
       });
   KeySorter<MemorySpace, std::uint32_t> sorter;
@@ -304,13 +303,13 @@ inline constexpr int fof_scan_limit = 32;
 /// search inside its coarse cell.
 void fof_link_cells(ExecutionSpace const& space, FoFGrid const& grid, FoFCells const& fine, int cells,
                     ScalarView<int> const& coarse_begin) {
-  int const top = grid.coarse_level;
-  int const inside = grid.fine_level - grid.coarse_level;  // fine levels inside a coarse cell
-  int const extra = grid.link_level - grid.coarse_level;   // link levels inside a coarse cell
-  int const below = inside - extra;                         // fine levels inside a link cell
-  int const top_side = 1 << top, side = 1 << grid.link_level;
+  int const inside = grid.inside;  // fine levels inside a coarse cell
+  int const extra = inside - 1;     // link levels inside a coarse cell
+  int const below = 1;              // fine levels inside a link cell
+  std::uint64_t const top_side = std::uint64_t(grid.coarse_side);
+  int const side = grid.coarse_side << extra;  // link cells per axis
   bool const periodic = grid.box > 0;
-  double const coarse_edge = grid.size / double(top_side);
+  double const coarse_edge = grid.fine_edge * double(1 << inside);
   // A little over the linking length: a point within it of a face by the keys' rounding still
   // reaches across.
   double const reach = std::sqrt(grid.link2) + 1e-9 * coarse_edge;
@@ -325,8 +324,8 @@ void fof_link_cells(ExecutionSpace const& space, FoFGrid const& grid, FoFCells c
         while (a1 < cells && a1 - a0 < most_per_link_cell && (fine.code(a1) >> (3 * below)) == own) ++a1;
         double const corner[3] = {c0, c1, c2};
         std::uint64_t const top_index = fine.code(a0) >> (3 * inside);
-        int const top_cell[3] = {int(top_index & std::uint64_t(top_side - 1)),
-                                 int((top_index >> top) & std::uint64_t(top_side - 1)), int(top_index >> (2 * top))};
+        int const top_cell[3] = {int(top_index % top_side), int((top_index / top_side) % top_side),
+                                 int(top_index / (top_side * top_side))};
         bool const all = periodic && top_side < 3;  // every offset (fof_neighbour drops the repeats)
 
         // Offsets of the coarse cells a box [lo, hi] reaches along axis k.
@@ -340,14 +339,14 @@ void fof_link_cells(ExecutionSpace const& space, FoFGrid const& grid, FoFCells c
         auto const for_coarse_cells = [&](int const from[3], int const to[3], int a, auto const& f) {
           for (int dz = from[2]; dz <= to[2]; ++dz) {
             int z;
-            if (!fof_neighbour(top_cell[2], dz, top_side, periodic, z)) continue;
+            if (!fof_neighbour(top_cell[2], dz, int(top_side), periodic, z)) continue;
             for (int dy = from[1]; dy <= to[1]; ++dy) {
               int y;
-              if (!fof_neighbour(top_cell[1], dy, top_side, periodic, y)) continue;
+              if (!fof_neighbour(top_cell[1], dy, int(top_side), periodic, y)) continue;
               for (int dx = from[0]; dx <= to[0]; ++dx) {
                 int x;
-                if (!fof_neighbour(top_cell[0], dx, top_side, periodic, x)) continue;
-                std::uint64_t const t = (std::uint64_t(z) << (2 * top)) | (std::uint64_t(y) << top) | std::uint64_t(x);
+                if (!fof_neighbour(top_cell[0], dx, int(top_side), periodic, x)) continue;
+                std::uint64_t const t = (std::uint64_t(z) * top_side + std::uint64_t(y)) * top_side + std::uint64_t(x);
                 if (t < top_index) continue;
                 f(t == top_index ? a : coarse_begin(t), coarse_begin(t + 1));
               }
@@ -415,8 +414,8 @@ void fof_link_cells(ExecutionSpace const& space, FoFGrid const& grid, FoFCells c
             for (int dx = -1; dx <= 1; ++dx) {
               int x;
               if (!fof_neighbour(cell[0], dx, side, periodic, x)) continue;
-              std::uint64_t const t = (std::uint64_t(z >> extra) << (2 * top)) | (std::uint64_t(y >> extra) << top) |
-                                      std::uint64_t(x >> extra);
+              std::uint64_t const t =
+                  (std::uint64_t(z >> extra) * top_side + std::uint64_t(y >> extra)) * top_side + std::uint64_t(x >> extra);
               std::uint64_t const target = (t << (3 * extra)) | fof_morton(std::uint32_t(x & mask),
                                                                            std::uint32_t(y & mask),
                                                                            std::uint32_t(z & mask));
@@ -467,33 +466,51 @@ FoFForest fof_forest(ExecutionSpace const& space, Vec3View<double> const& pos, s
   FoFGrid grid;
   grid.box = box_size;
   grid.link2 = linking_length * linking_length;
+  double const l = linking_length;
+  // Coarse cells: at most max(2^18, n), so that their table stays small beside the points.
+  std::size_t const max_cells = std::max<std::size_t>(std::size_t(1) << 18, n);
+  int most_side = int(std::cbrt(double(max_cells)));
+  while (std::size_t(most_side + 1) * (most_side + 1) * (most_side + 1) <= max_cells) ++most_side;
+  while (std::size_t(most_side) * most_side * most_side > max_cells) --most_side;
+  constexpr int most_inside = 10;  // 3·10 bits of Morton code under ≤ 31 bits of coarse index
   if (box_size > 0) {
-    grid.size = box_size;
+    // The cells tile the box: fine_side · fine_edge = box with fine_edge in [l/2, l/√3] (or
+    // just ≥ l/2 where no such multiple of 2^inside exists), the fewest levels inside a coarse
+    // cell that keep the coarse cells within bounds.
+    for (int inside = 1;; ++inside) {
+      double const unit = l * double(1 << inside);
+      double const most = std::floor(2 * box_size / unit * (1 - 1e-12));  // fine edge ≥ l/2, beyond round-off
+      if (most > most_side && inside < most_inside) continue;
+      double const least = std::ceil(std::sqrt(3.0) * box_size / unit);  // fine edge ≤ l/√3
+      grid.coarse_side = int(std::max(1.0, std::min(least <= most ? least : most, double(most_side))));
+      grid.inside = inside;
+      break;
+    }
+    grid.fine_edge = box_size / double(grid.fine_side());
   } else {
+    // Open: fine cells of edge l/√3 from the lower corner of the bounds, as many as cover them
+    // (wider where the bounds are too far apart for the coarse grid's bounds).
     double lo[3], hi[3];
     compute_bounds(space, pos, n, lo, hi);
-    auto const cube = cube_from_bounds(lo, hi);
-    for (int k = 0; k < 3; ++k) grid.corner[k] = cube.corner[k];
-    grid.size = cube.size;
+    double extent = 0;
+    for (int k = 0; k < 3; ++k) {
+      grid.corner[k] = lo[k];
+      extent = std::max(extent, hi[k] - lo[k]);
+    }
+    double edge = l / std::sqrt(3.0);
+    double const cover = std::floor(extent / edge) + 1;  // fine cells per axis needed
+    int inside = 1;
+    while (inside < most_inside && std::ceil(cover / double(1 << inside)) > most_side) ++inside;
+    double side = std::ceil(cover / double(1 << inside));
+    if (side > most_side) {
+      side = most_side;
+      edge = std::max(edge, extent / (double(most_side) * double(1 << inside)) * (1 + 1e-12));
+    }
+    grid.coarse_side = int(side);
+    grid.inside = inside;
+    grid.fine_edge = edge;
   }
-  // Fine cells: the coarsest level whose edge is ≤ l/√3 (a full cell has a diagonal ≤ l);
-  // coarse cells (a dense grid of fine-cell ranges): the finest level whose edge is ≥ l with at
-  // most max(2^18, n) cells; link cells: the finest level whose edge is ≥ l.
-  int fine = 0;
-  while (fine < max_tree_level && grid.size / double(std::uint64_t(1) << fine) > linking_length / std::sqrt(3.0))
-    ++fine;
-  std::size_t const max_cells = std::max<std::size_t>(std::size_t(1) << 18, n);
-  int coarse = 0;
-  while (coarse + 1 <= fine && grid.size / double(std::uint64_t(1) << (coarse + 1)) >= linking_length &&
-         (std::size_t(1) << (3 * (coarse + 1))) <= max_cells)
-    ++coarse;
-  int link = coarse;
-  while (link + 1 <= fine && grid.size / double(std::uint64_t(1) << (link + 1)) >= linking_length) ++link;
-  grid.fine_level = fine;
-  grid.coarse_level = coarse;
-  grid.link_level = link;
-  grid.coarse_shift = 3 * (fine - coarse);
-  std::size_t const coarse_cells = std::size_t(1) << (3 * coarse);
+  std::size_t const coarse_cells = grid.coarse_cells();
 
   FoFForest forest;
   forest.keys = allocate_large<ScalarView<std::uint64_t>>("kfmm::fof::keys", n);
@@ -514,7 +531,7 @@ FoFForest fof_forest(ExecutionSpace const& space, Vec3View<double> const& pos, s
   fof_cell_boxes(space, fine_cells, cells);
 
   auto const coarse_begin = allocate_large<ScalarView<int>>("kfmm::fof::coarse_begin", coarse_cells + 1);
-  fof_coarse_grid(space, fine_cells, cells, grid.coarse_shift, coarse_cells, coarse_begin);
+  fof_coarse_grid(space, fine_cells, cells, 3 * grid.inside, coarse_cells, coarse_begin);
   fof_link_cells(space, grid, fine_cells, cells, coarse_begin);
   return forest;
 }

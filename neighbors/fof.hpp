@@ -56,9 +56,10 @@ FoFResult friends_of_friends(Context const& context, Particles<> const& particle
 /// other (minimum image in [0, box_size)³ when box_size > 0). Building block of
 /// friends_of_friends(); public so that tests and the distributed merge can use it.
 ///
-/// How: the points' fine cells (edge ≤ linking length/√3) in their bounding cube (or the
-/// periodic box) are sorted by a key that puts the row-major index of their coarse cell (a dense
-/// grid of at most max(2^18, n) cells, edge ≥ linking length) above their Morton code inside it;
+/// How: the points' fine cells (edge l/√3 for linking length l from the points' lower bounds;
+/// in a periodic box the edge between l/2 and l/√3 that tiles it), eight to a link cell (edge ≥
+/// l) and 2^k per axis to a coarse cell (a dense grid of at most max(2^18, n) cells), are sorted
+/// by a key that puts the row-major index of their coarse cell above their Morton code inside it;
 /// a fine cell whose points' bounding box has a diagonal ≤ the linking length is linked as a
 /// whole. Pairs of fine cells (each pair once) are tested first by their bounding boxes (only
 /// cells of two or more points store one), then point by point until one link is found when

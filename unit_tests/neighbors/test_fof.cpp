@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -183,6 +184,59 @@ TEST_F(FoF, ComponentsWithLinkCellsInsideCoarseCells) {
   wrap(s, 1.0);
   for (double link : {0.0007, 0.0015, 0.003})
     for (double box : {0.0, 1.0}) check_components(s, link, box);
+}
+
+// Where the linking length is tiny against the extent, the coarse grid's bound makes the fine
+// cells wider than l/√3 (open: two clumps far apart; periodic: a box of 10⁵ linking lengths
+// with a few close pairs, across the faces too): the components stay exact.
+TEST_F(FoF, ComponentsWhereTheCellsAreWidened) {
+  auto s = clumped_points(1200, 2, 1.0, 0.01, 3);
+  for (std::size_t i = 0; i < s.size(); i += 2) s.x[3 * i] += 1e7;
+  check_components(s, 0.004, 0.0);
+
+  PointSet p = uniform_points(400, 1.0, 9);
+  double const link = 1e-5;
+  for (std::size_t i = 0; i < 200; ++i) {
+    double const* q = &p.x[3 * i];
+    // A friend just inside the linking length, wrapped across a face for some.
+    double const dx = (i % 3 == 0 ? 0.9 : 1.2) * link / std::sqrt(3.0);
+    p.add(q[0] + dx, q[1] + dx, q[2] + dx, 5000 + i);
+  }
+  p.add(1 - 0.3 * link, 0.5, 0.5, 9000);
+  p.add(0.2 * link, 0.5, 0.5, 9001);
+  wrap(p, 1.0);
+  check_components(p, link, 1.0);
+}
+
+// A lone pair just within the linking length, at linking lengths that give every ratio of the
+// cells to it, in random places, along the axes and in random directions: found whatever cells the two points fall in
+// (a link cell narrower than l, or a reach that stops short of a face, would miss some).
+TEST_F(FoF, LonePairsJustWithinReach) {
+  std::mt19937_64 random(17);
+  std::uniform_real_distribution<double> unit(0, 1);
+  for (int step = 0; step < 45; ++step) {
+    double const link = 0.05 + 0.01 * step;
+    for (double box : {0.0, 1.0}) {
+      for (int place = 0; place < 40; ++place) {
+        double d[3], norm = 0;
+        for (double& c : d) {
+          c = unit(random) - 0.5;
+          norm += c * c;
+        }
+        if (place < 30) {  // along an axis: the pair spans the most cells
+          for (int k = 0; k < 3; ++k) d[k] = k == place % 3 ? 1 : 0;
+          norm = 1;
+        }
+        PointSet s;
+        double const p[3] = {unit(random), unit(random), unit(random)};
+        double const r = 0.999 * link / std::sqrt(norm);
+        s.add(p[0], p[1], p[2], 1);
+        s.add(p[0] + r * d[0], p[1] + r * d[1], p[2] + r * d[2], 2);
+        if (box > 0) wrap(s, box);
+        check_components(s, link, box);
+      }
+    }
+  }
 }
 
 TEST_F(FoF, ComponentsAtEveryGridSize) {
