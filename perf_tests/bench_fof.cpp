@@ -21,11 +21,10 @@ kfmm::Particles<> make_points(kfmm::Context const& context, kfmm::ICKind kind, s
   return kfmm::to_device(kfmm::make_initial_conditions(context, ic));
 }
 
-void FoFUniformPeriodic(benchmark::State& state) {
+/// friends_of_friends() on N = range(0) points of the given kind, timed per call.
+void run_fof(benchmark::State& state, kfmm::ICKind kind, kfmm::FoFOptions const& options) {
   kfmm::Context const context;
-  auto const particles = make_points(context, kfmm::ICKind::Uniform, std::uint64_t(state.range(0)));
-  kfmm::FoFOptions options;
-  options.box_size = 1;  // uniform points fill the unit cube
+  auto const particles = make_points(context, kind, std::uint64_t(state.range(0)));
   std::uint64_t groups = 0;
   for (auto _ : state) {
     auto const result = kfmm::friends_of_friends(context, particles, options);
@@ -33,37 +32,24 @@ void FoFUniformPeriodic(benchmark::State& state) {
   }
   state.counters["groups"] = double(groups);
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * particles.num));
+}
+
+void FoFUniformPeriodic(benchmark::State& state) {
+  kfmm::FoFOptions options;
+  options.box_size = 1;  // uniform points fill the unit cube
+  run_fof(state, kfmm::ICKind::Uniform, options);
 }
 
 // The same points at b = 0.7, the setting of jz-tree's published comparison (jz-tree and
 // hfof): most points have friends and most fine cells several points (the dense path).
 void FoFUniformPeriodicLongLink(benchmark::State& state) {
-  kfmm::Context const context;
-  auto const particles = make_points(context, kfmm::ICKind::Uniform, std::uint64_t(state.range(0)));
   kfmm::FoFOptions options;
   options.box_size = 1;
   options.b = 0.7;
-  std::uint64_t groups = 0;
-  for (auto _ : state) {
-    auto const result = kfmm::friends_of_friends(context, particles, options);
-    groups = result.num_groups;
-  }
-  state.counters["groups"] = double(groups);
-  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * particles.num));
+  run_fof(state, kfmm::ICKind::Uniform, options);
 }
 
-void FoFClumps(benchmark::State& state) {
-  kfmm::Context const context;
-  auto const particles = make_points(context, kfmm::ICKind::GaussianClumps, std::uint64_t(state.range(0)));
-  kfmm::FoFOptions options;
-  std::uint64_t groups = 0;
-  for (auto _ : state) {
-    auto const result = kfmm::friends_of_friends(context, particles, options);
-    groups = result.num_groups;
-  }
-  state.counters["groups"] = double(groups);
-  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * particles.num));
-}
+void FoFClumps(benchmark::State& state) { run_fof(state, kfmm::ICKind::GaussianClumps, kfmm::FoFOptions{}); }
 
 void FoFCatalogueClumps(benchmark::State& state) {
   kfmm::Context const context;
