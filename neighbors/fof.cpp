@@ -102,15 +102,15 @@ void fof_sorted_points(ExecutionSpace const& space, Vec3View<double> const& pos,
       });
 }
 
-/// Fine cells: runs of equal (fine cell) keys >> shift. Returns their count; begin(c) is the first
-/// sorted point of cell c, begin(count) = n.
-int fof_fine_cells(ExecutionSpace const& space, ScalarView<std::uint64_t> const& keys, std::size_t n, int shift,
+/// Fine cells: runs of equal keys. Returns their count; begin(c) is the first sorted point of
+/// cell c, begin(count) = n.
+int fof_fine_cells(ExecutionSpace const& space, ScalarView<std::uint64_t> const& keys, std::size_t n,
                    ScalarView<int>& begin) {
   int count = 0;
   Kokkos::parallel_reduce(
       "kfmm::fof::count_fine_cells", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
       KOKKOS_LAMBDA(std::size_t i, int& sum) {
-        if (i == 0 || (keys(i) >> shift) != (keys(i - 1) >> shift)) ++sum;
+        if (i == 0 || keys(i) != keys(i - 1)) ++sum;
       },
       count);
   begin = allocate_large<ScalarView<int>>("kfmm::fof::fine_begin", count + 1);
@@ -118,7 +118,7 @@ int fof_fine_cells(ExecutionSpace const& space, ScalarView<std::uint64_t> const&
   Kokkos::parallel_scan(
       "kfmm::fof::fine_cells", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
       KOKKOS_LAMBDA(std::size_t i, int& index, bool final) {
-        bool const starts = i == 0 || (keys(i) >> shift) != (keys(i - 1) >> shift);
+        bool const starts = i == 0 || keys(i) != keys(i - 1);
         if (starts) {
           if (final) first(index) = int(i);
           ++index;
@@ -519,7 +519,7 @@ FoFForest fof_forest(ExecutionSpace const& space, Vec3View<double> const& pos, s
   fof_sorted_points(space, pos, n, grid, forest.keys, forest.permutation, sorted);
 
   FoFCells fine_cells;
-  int const cells = fof_fine_cells(space, forest.keys, n, 0, fine_cells.begin);
+  int const cells = fof_fine_cells(space, forest.keys, n, fine_cells.begin);
   int const several = fof_box_slots(space, fine_cells.begin, cells, fine_cells.slot);
   fine_cells.keys = forest.keys;
   fine_cells.sorted = sorted;
