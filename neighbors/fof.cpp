@@ -163,6 +163,13 @@ struct FoFCells {
     whole = boxes(s, 6) != 0;
   }
 
+  /// Whether cell c's points are one component from the start (one point, or a diagonal within
+  /// the linking length).
+  KOKKOS_INLINE_FUNCTION bool whole(int c) const {
+    int const s = slot(c);
+    return s < 0 || boxes(s, 6) != 0;
+  }
+
   /// Links the points of cells a and b (b ≥ a) closer than the linking length; (ac, ah, a_whole)
   /// are bounds(a).
   KOKKOS_FORCEINLINE_FUNCTION void link(int a, int b, double const ac[3], double const ah[3], bool a_whole) const {
@@ -170,12 +177,13 @@ struct FoFCells {
     double bc[3], bh[3];
     bool b_whole;
     bounds(b, bc, bh, b_whole);
+    // Without branches: whether a gap is positive is as likely as not in dense regions.
     double gap2 = 0, far2 = 0;
     for (int k = 0; k < 3; ++k) {
       double const d = compat::math::fabs(fof_wrap_difference(bc[k] - ac[k], box));
-      double const g = d - ah[k] - bh[k];
+      double const g = compat::math::max(d - ah[k] - bh[k], 0.0);
       double const f = d + ah[k] + bh[k];
-      gap2 += g > 0 ? g * g : 0;
+      gap2 += g * g;
       far2 += f * f;
     }
     if (gap2 > link2) return;
@@ -280,6 +288,70 @@ void fof_coarse_grid(ExecutionSpace const& space, FoFCells const& fine, int fine
       KOKKOS_LAMBDA(std::size_t j) { coarse_begin(j) = fine_cells; });
 }
 
+/// Direct tables of the coarse cells holding many fine cells (dense regions), so that finding
+/// a link cell's fine cells there takes two reads instead of a binary search over thousands:
+/// first(table · stride + m) = first fine cell of the coarse cell whose sub-cell (the Morton
+/// code of its place `levels` levels below the coarse cell) is ≥ m, for m in [0, 8^levels].
+struct FoFDenseTables {
+  ScalarView<int> table;  // per coarse cell: its table, −1 for none (empty View: no tables)
+  ScalarView<int> first;
+  int levels = 0;  // sub-cell levels below a coarse cell: min(link levels, 3)
+  int stride = 1;  // 8^levels + 1
+
+  KOKKOS_INLINE_FUNCTION int of(std::uint64_t t) const { return table.extent(0) > 0 ? table(t) : -1; }
+};
+
+/// A table for each coarse cell of at least this many fine cells: the tables take at most two
+/// ints per fine cell.
+inline constexpr int fof_dense_table_least = 256;
+
+FoFDenseTables fof_dense_tables(ExecutionSpace const& space, FoFGrid const& grid, FoFCells const& fine, int cells,
+                                ScalarView<int> const& coarse_begin) {
+  FoFDenseTables dense;
+  dense.levels = std::min(grid.inside - 1, 3);
+  if (dense.levels == 0) return dense;  // a link cell is a coarse cell: no search to spare
+  int const sub_cells = 1 << (3 * dense.levels);
+  dense.stride = sub_cells + 1;
+  std::size_t const coarse_cells = grid.coarse_cells();
+  int tables = 0;
+  Kokkos::parallel_reduce(
+      "kfmm::fof::count_dense_cells", Kokkos::RangePolicy<ExecutionSpace>(space, 0, coarse_cells),
+      KOKKOS_LAMBDA(std::size_t t, int& count) {
+        count += coarse_begin(t + 1) - coarse_begin(t) >= fof_dense_table_least ? 1 : 0;
+      },
+      tables);
+  if (tables == 0) return dense;
+  dense.table = allocate_large<ScalarView<int>>("kfmm::fof::dense_table", coarse_cells);
+  dense.first = allocate_large<ScalarView<int>>("kfmm::fof::dense_first", std::size_t(tables) * dense.stride);
+  auto const table = dense.table;
+  auto const first = dense.first;
+  Kokkos::parallel_scan(
+      "kfmm::fof::dense_tables", Kokkos::RangePolicy<ExecutionSpace>(space, 0, coarse_cells),
+      KOKKOS_LAMBDA(std::size_t t, int& index, bool final) {
+        bool const dense_cell = coarse_begin(t + 1) - coarse_begin(t) >= fof_dense_table_least;
+        if (final) table(t) = dense_cell ? index : -1;
+        if (dense_cell) ++index;
+      });
+  int const shift = 3 * (grid.inside - dense.levels);  // fine code → sub-cell code
+  int const top_shift = 3 * grid.inside;               // fine code → coarse index
+  std::uint64_t const mask = std::uint64_t(sub_cells - 1);
+  int const stride = dense.stride;
+  Kokkos::parallel_for(
+      "kfmm::fof::dense_first", Kokkos::RangePolicy<ExecutionSpace>(space, 0, cells), KOKKOS_LAMBDA(int c) {
+        std::uint64_t const code = fine.code(c);
+        std::uint64_t const t = code >> top_shift;
+        int const id = table(t);
+        if (id < 0) return;
+        int* const row = &first(std::size_t(id) * stride);
+        int const m = int((code >> shift) & mask);
+        int const previous = c == coarse_begin(t) ? -1 : int((fine.code(c - 1) >> shift) & mask);
+        for (int j = previous + 1; j <= m; ++j) row[j] = c;
+        if (c + 1 == coarse_begin(t + 1))
+          for (int j = m + 1; j <= sub_cells; ++j) row[j] = c + 1;
+      });
+  return dense;
+}
+
 /// Coordinate of the neighbour at offset d ∈ {−1, 0, 1} of coarse coordinate c; false when
 /// there is none (open boundary) or it repeats another offset's cell (periodic, < 3 per axis).
 KOKKOS_INLINE_FUNCTION bool fof_neighbour(int c, int d, int side, bool periodic, int& out) {
@@ -299,10 +371,11 @@ inline constexpr int fof_scan_limit = 32;
 /// first fine cell. B is looked for in the coarse cells (edge ≥ the linking length) A's box
 /// reaches: A's own and its neighbours towards the faces A lies within a linking length of.
 /// Where those hold more than fof_scan_limit fine cells, B is looked for in the 27 link cells
-/// around A's instead, each found once for all the fine cells of A's link cell by a binary
+/// around A's instead, each found once for all the fine cells of A's link cell: in a direct
+/// table where its coarse cell holds many fine cells (fof_dense_tables), else by a binary
 /// search inside its coarse cell.
 void fof_link_cells(ExecutionSpace const& space, FoFGrid const& grid, FoFCells const& fine, int cells,
-                    ScalarView<int> const& coarse_begin) {
+                    ScalarView<int> const& coarse_begin, FoFDenseTables const& dense) {
   int const inside = grid.inside;  // fine levels inside a coarse cell
   int const extra = inside - 1;     // link levels inside a coarse cell
   int const below = 1;              // fine levels inside a link cell
@@ -403,8 +476,23 @@ void fof_link_cells(ExecutionSpace const& space, FoFGrid const& grid, FoFCells c
         int cell[3];
         for (int k = 0; k < 3; ++k) cell[k] = (top_cell[k] << extra) | int(compact_bits(in_top >> k));
         int const mask = (1 << extra) - 1;
+        // Inside A's link cell each pair of fine cells once (B ≥ A).
+        for (int a = a0; a < a1; ++a) {
+          double ac[3], ah[3];
+          bool a_whole;
+          fine.bounds(a, ac, ah, a_whole);
+          for (int b = a; b < a1; ++b) fine.link(a, b, ac, ah, a_whole);
+        }
+        // When all of A's link cell is now one component (it stays one), a neighbour's fine cell
+        // B linked as a whole that is already in it needs nothing more: one comparison of roots
+        // instead of a test per fine cell of A (the common case in dense regions, where the
+        // neighbours have been joined through others).
+        int const a_point = fine.begin(a0);
+        bool united = true;
+        for (int a = a0; a < a1 && united; ++a)
+          united = fine.whole(a) && fof_find(fine.parent, fine.begin(a)) == fof_find(fine.parent, a_point);
         // Each pair of link cells once, from the one whose code is smaller (its fine cells come
-        // first); inside one link cell each pair of fine cells once (B ≥ A).
+        // first).
         for (int dz = -1; dz <= 1; ++dz) {
           int z;
           if (!fof_neighbour(cell[2], dz, side, periodic, z)) continue;
@@ -419,21 +507,39 @@ void fof_link_cells(ExecutionSpace const& space, FoFGrid const& grid, FoFCells c
               std::uint64_t const target = (t << (3 * extra)) | fof_morton(std::uint32_t(x & mask),
                                                                            std::uint32_t(y & mask),
                                                                            std::uint32_t(z & mask));
-              if (target < own) continue;
+              if (target <= own) continue;
               // The fine cells of that link cell: a run inside its coarse cell's fine cells.
-              int b_first = target == own ? a0 : coarse_begin(t), b_last = target == own ? a1 : coarse_begin(t + 1);
-              if (target != own && extra > 0) {
+              int b_first = coarse_begin(t), b_last = coarse_begin(t + 1);
+              int const table = dense.of(t);
+              if (table >= 0) {
+                int const m = int((target & ((std::uint64_t(1) << (3 * extra)) - 1)) >> (3 * (extra - dense.levels)));
+                b_first = dense.first(std::size_t(table) * dense.stride + m);
+                b_last = dense.first(std::size_t(table) * dense.stride + m + 1);
+              }
+              if (extra > (table >= 0 ? dense.levels : 0)) {
                 auto const link_code = [&](int b) { return fine.code(b) >> (3 * below); };
                 b_first = lower_bound(link_code, b_first, b_last, target);
                 int const bound = b_last - b_first > most_per_link_cell ? b_first + most_per_link_cell : b_last;
                 b_last = upper_bound(link_code, b_first, bound, target);
               }
               if (b_first == b_last) continue;
+              if (united) {
+                for (int b = b_first; b < b_last; ++b) {
+                  if (fine.whole(b) && fof_find(fine.parent, fine.begin(b)) == fof_find(fine.parent, a_point)) continue;
+                  for (int a = a0; a < a1; ++a) {
+                    double ac[3], ah[3];
+                    bool a_whole;
+                    fine.bounds(a, ac, ah, a_whole);
+                    fine.link(a, b, ac, ah, a_whole);
+                  }
+                }
+                continue;
+              }
               for (int a = a0; a < a1; ++a) {
                 double ac[3], ah[3];
                 bool a_whole;
                 fine.bounds(a, ac, ah, a_whole);
-                for (int b = b_first < a ? a : b_first; b < b_last; ++b) fine.link(a, b, ac, ah, a_whole);
+                for (int b = b_first; b < b_last; ++b) fine.link(a, b, ac, ah, a_whole);
               }
             }
           }
@@ -532,7 +638,8 @@ FoFForest fof_forest(ExecutionSpace const& space, Vec3View<double> const& pos, s
 
   auto const coarse_begin = allocate_large<ScalarView<int>>("kfmm::fof::coarse_begin", coarse_cells + 1);
   fof_coarse_grid(space, fine_cells, cells, 3 * grid.inside, coarse_cells, coarse_begin);
-  fof_link_cells(space, grid, fine_cells, cells, coarse_begin);
+  auto const dense = fof_dense_tables(space, grid, fine_cells, cells, coarse_begin);
+  fof_link_cells(space, grid, fine_cells, cells, coarse_begin, dense);
   return forest;
 }
 

@@ -178,12 +178,33 @@ void check_components(PointSet const& s, double link, double box) {
 }
 
 // Linking lengths far below the dense grid's cells (2^18 cells at most here): the link cells
-// lie several levels inside a coarse cell and are found by binary search.
+// lie several levels inside a coarse cell and are found by binary search, or in a direct table
+// where a coarse cell holds many fine cells.
 TEST_F(FoF, ComponentsWithLinkCellsInsideCoarseCells) {
   auto s = clumped_points(3000, 4, 1.0, 0.004, 8);
   wrap(s, 1.0);
   for (double link : {0.0007, 0.0015, 0.003})
     for (double box : {0.0, 1.0}) check_components(s, link, box);
+}
+
+// A dense cube of points around the periodic box's corner (so split over eight coarse cells of
+// hundreds of fine cells each, the ones with direct tables) in a sparse background, at linking
+// lengths below, near and above percolation: many groups of every size, and link cells whose
+// points are all one group before their neighbours are looked at.
+TEST_F(FoF, DenseCubeAcrossCoarseCellFaces) {
+  std::mt19937_64 random(23);
+  std::uniform_real_distribution<double> cube(-0.015, 0.015), unit(0, 1);
+  PointSet s;
+  std::uint64_t id = 7;
+  for (int i = 0; i < 3000; ++i) s.add(cube(random), cube(random), cube(random), id++);
+  for (int i = 0; i < 1000; ++i) s.add(unit(random), unit(random), unit(random), id++);
+  double const separation = 0.03 / std::cbrt(3000.0);
+  for (double b : {0.5, 0.7, 1.0}) {
+    PointSet periodic = s;
+    wrap(periodic, 1.0);
+    check_components(periodic, b * separation, 1.0);
+    check_components(s, b * separation, 0.0);
+  }
 }
 
 // Where the linking length is tiny against the extent, the coarse grid's bound makes the fine
