@@ -171,9 +171,9 @@ struct FoFCells {
   }
 
   /// Links the points of cells a and b (b ≥ a) closer than the linking length; (ac, ah, a_whole)
-  /// are bounds(a).
-  KOKKOS_FORCEINLINE_FUNCTION void link(int a, int b, double const ac[3], double const ah[3], bool a_whole) const {
-    if (b == a && a_whole) return;
+  /// are bounds(a). True when both are linked as a whole and are now one component.
+  KOKKOS_FORCEINLINE_FUNCTION bool link(int a, int b, double const ac[3], double const ah[3], bool a_whole) const {
+    if (b == a && a_whole) return true;
     double bc[3], bh[3];
     bool b_whole;
     bounds(b, bc, bh, b_whole);
@@ -186,15 +186,15 @@ struct FoFCells {
       gap2 += g * g;
       far2 += f * f;
     }
-    if (gap2 > link2) return;
+    if (gap2 > link2) return false;
     int const a_begin = begin(a), a_end = begin(a + 1);
     int const b_begin = begin(b), b_end = begin(b + 1);
     bool const both_whole = a_whole && b_whole;
     if (both_whole) {
-      if (fof_find(parent, a_begin) == fof_find(parent, b_begin)) return;
+      if (fof_find(parent, a_begin) == fof_find(parent, b_begin)) return true;
       if (far2 <= link2) {
         fof_union(parent, a_begin, b_begin);
-        return;
+        return true;
       }
     }
     bool linked = false;
@@ -213,6 +213,7 @@ struct FoFCells {
         }
       }
     }
+    return linked && both_whole;
   }
 };
 
@@ -530,7 +531,7 @@ void fof_link_cells(ExecutionSpace const& space, FoFGrid const& grid, FoFCells c
                     double ac[3], ah[3];
                     bool a_whole;
                     fine.bounds(a, ac, ah, a_whole);
-                    fine.link(a, b, ac, ah, a_whole);
+                    if (fine.link(a, b, ac, ah, a_whole)) break;  // B has joined all of A
                   }
                 }
                 continue;
