@@ -229,6 +229,27 @@ TEST_F(FoF, ComponentsWhereTheCellsAreWidened) {
   check_components(p, link, 1.0);
 }
 
+// Fine cells twice the linking length (a far point widens them), so that one may hold points
+// not linked to each other. Each of many four-point motifs, in random places against the cells,
+// has a close pair p, q and two points r (a friend of p) and s (of q alone) more than the
+// linking length apart: where p and q lie in two fine cells of one link cell and r and s in one
+// fine cell of the next, s is found only by testing that cell against q's as well as p's.
+TEST_F(FoF, MotifsInCellsWiderThanTheLinkingLength) {
+  std::mt19937_64 random(29);
+  std::uniform_real_distribution<double> jitter(0, 2);
+  double const motif[4][3] = {{0, 0, 0}, {0, 0.6, 0}, {0.5, 0.6, -0.5}, {0.5, 0.6, 0.8}};
+  PointSet s;
+  std::uint64_t id = 10;
+  for (int i = 0; i < 12; ++i)
+    for (int j = 0; j < 12; ++j)
+      for (int k = 0; k < 12; ++k) {
+        double const c[3] = {5.0 * i + jitter(random), 5.0 * j + jitter(random), 5.0 * k + jitter(random)};
+        for (auto const& m : motif) s.add(c[0] + m[0], c[1] + m[1], c[2] + m[2], id++);
+      }
+  s.add(131072, 0, 0, 1);
+  check_components(s, 1.0, 0.0);
+}
+
 // A lone pair just within the linking length, at linking lengths that give every ratio of the
 // cells to it, in random places, along the axes and in random directions: found whatever cells the two points fall in
 // (a link cell narrower than l, or a reach that stops short of a face, would miss some).
