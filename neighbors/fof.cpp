@@ -296,6 +296,9 @@ void fof_coarse_grid(ExecutionSpace const& space, FoFCells const& fine, int fine
 struct FoFDenseTables {
   ScalarView<int> table;  // per coarse cell: its table, −1 for none (empty View: no tables)
   ScalarView<int> first;
+  // Per sub-cell when the sub-cells are the link cells: 1 once all of the link cell's points
+  // are one component (it stays so), else 0 (or not known yet).
+  ScalarView<std::uint8_t> united;
   int levels = 0;  // sub-cell levels below a coarse cell: min(link levels, 3)
   int stride = 1;  // 8^levels + 1
 
@@ -324,6 +327,8 @@ FoFDenseTables fof_dense_tables(ExecutionSpace const& space, FoFGrid const& grid
   if (tables == 0) return dense;
   dense.table = allocate_large<ScalarView<int>>("kfmm::fof::dense_table", coarse_cells);
   dense.first = allocate_large<ScalarView<int>>("kfmm::fof::dense_first", std::size_t(tables) * dense.stride);
+  if (dense.levels == grid.inside - 1)
+    dense.united = ScalarView<std::uint8_t>("kfmm::fof::dense_united", std::size_t(tables) * dense.stride);
   auto const table = dense.table;
   auto const first = dense.first;
   Kokkos::parallel_scan(
@@ -374,7 +379,10 @@ inline constexpr int fof_scan_limit = 32;
 /// Where those hold more than fof_scan_limit fine cells, B is looked for in the 27 link cells
 /// around A's instead, each found once for all the fine cells of A's link cell: in a direct
 /// table where its coarse cell holds many fine cells (fof_dense_tables), else by a binary
-/// search inside its coarse cell.
+/// search inside its coarse cell. A link cell whose points are all one component says so in
+/// that table, so that a neighbour already joined to it is passed over with one comparison of
+/// roots; the link cells run from the last, so that most of the neighbours a link cell links
+/// with (those of larger code) have run before it.
 void fof_link_cells(ExecutionSpace const& space, FoFGrid const& grid, FoFCells const& fine, int cells,
                     ScalarView<int> const& coarse_begin, FoFDenseTables const& dense) {
   int const inside = grid.inside;  // fine levels inside a coarse cell
@@ -391,7 +399,10 @@ void fof_link_cells(ExecutionSpace const& space, FoFGrid const& grid, FoFCells c
   int const most_per_link_cell = 1 << (3 * below);
   Kokkos::parallel_for(
       "kfmm::fof::link_cells", Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, cells),
-      KOKKOS_LAMBDA(int a0) {
+      KOKKOS_LAMBDA(int item) {
+        // Last cell first: a link cell's neighbours of larger code, which it is to link with,
+        // have mostly run, so may already be known united (FoFDenseTables::united).
+        int const a0 = cells - 1 - item;
         std::uint64_t const own = fine.code(a0) >> (3 * below);  // the link cell's code: coarse index, Morton inside
         if (a0 > 0 && (fine.code(a0 - 1) >> (3 * below)) == own) return;  // not the link cell's first fine cell
         int a1 = a0 + 1;
@@ -492,6 +503,13 @@ void fof_link_cells(ExecutionSpace const& space, FoFGrid const& grid, FoFCells c
         bool united = true;
         for (int a = a0; a < a1 && united; ++a)
           united = fine.whole(a) && fof_find(fine.parent, fine.begin(a)) == fof_find(fine.parent, a_point);
+        bool const flags = dense.united.extent(0) > 0;
+        if (united && flags) {
+          int const table = dense.of(top_index);
+          if (table >= 0)
+            static_cast<volatile std::uint8_t*>(
+                dense.united.data())[std::size_t(table) * dense.stride + int(in_top)] = 1;
+        }
         // Each pair of link cells once, from the one whose code is smaller (its fine cells come
         // first).
         for (int dz = -1; dz <= 1; ++dz) {
@@ -514,8 +532,14 @@ void fof_link_cells(ExecutionSpace const& space, FoFGrid const& grid, FoFCells c
               int const table = dense.of(t);
               if (table >= 0) {
                 int const m = int((target & ((std::uint64_t(1) << (3 * extra)) - 1)) >> (3 * (extra - dense.levels)));
-                b_first = dense.first(std::size_t(table) * dense.stride + m);
-                b_last = dense.first(std::size_t(table) * dense.stride + m + 1);
+                std::size_t const entry = std::size_t(table) * dense.stride + m;
+                b_first = dense.first(entry);
+                b_last = dense.first(entry + 1);
+                // Both link cells united and already one component: nothing to link.
+                if (united && flags && b_first < b_last &&
+                    static_cast<volatile std::uint8_t const*>(dense.united.data())[entry] != 0 &&
+                    fof_find(fine.parent, fine.begin(b_first)) == fof_find(fine.parent, a_point))
+                  continue;
               }
               if (extra > (table >= 0 ? dense.levels : 0)) {
                 auto const link_code = [&](int b) { return fine.code(b) >> (3 * below); };
