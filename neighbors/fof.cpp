@@ -309,6 +309,11 @@ struct FoFDenseTables {
 /// ints per fine cell.
 inline constexpr int fof_dense_table_least = 256;
 
+/// Whether coarse cell t gets a direct table.
+KOKKOS_INLINE_FUNCTION bool fof_dense_cell(ScalarView<int> const& coarse_begin, std::size_t t) {
+  return coarse_begin(t + 1) - coarse_begin(t) >= fof_dense_table_least;
+}
+
 FoFDenseTables fof_dense_tables(ExecutionSpace const& space, FoFGrid const& grid, FoFCells const& fine, int cells,
                                 ScalarView<int> const& coarse_begin) {
   FoFDenseTables dense;
@@ -320,9 +325,7 @@ FoFDenseTables fof_dense_tables(ExecutionSpace const& space, FoFGrid const& grid
   int tables = 0;
   Kokkos::parallel_reduce(
       "kfmm::fof::count_dense_cells", Kokkos::RangePolicy<ExecutionSpace>(space, 0, coarse_cells),
-      KOKKOS_LAMBDA(std::size_t t, int& count) {
-        count += coarse_begin(t + 1) - coarse_begin(t) >= fof_dense_table_least ? 1 : 0;
-      },
+      KOKKOS_LAMBDA(std::size_t t, int& count) { count += fof_dense_cell(coarse_begin, t) ? 1 : 0; },
       tables);
   if (tables == 0) return dense;
   dense.table = allocate_large<ScalarView<int>>("kfmm::fof::dense_table", coarse_cells);
@@ -334,7 +337,7 @@ FoFDenseTables fof_dense_tables(ExecutionSpace const& space, FoFGrid const& grid
   Kokkos::parallel_scan(
       "kfmm::fof::dense_tables", Kokkos::RangePolicy<ExecutionSpace>(space, 0, coarse_cells),
       KOKKOS_LAMBDA(std::size_t t, int& index, bool final) {
-        bool const dense_cell = coarse_begin(t + 1) - coarse_begin(t) >= fof_dense_table_least;
+        bool const dense_cell = fof_dense_cell(coarse_begin, t);
         if (final) table(t) = dense_cell ? index : -1;
         if (dense_cell) ++index;
       });
