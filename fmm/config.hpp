@@ -58,8 +58,9 @@ struct FMMConfig {
   /// leaves) while the most loaded rank's cost (last evaluation's per-particle costs, particles
   /// where they are now) stays within (1 + this) × the mean: no sample sort, and only particles
   /// that crossed a boundary move. 0 (default): new splitters at every evaluation. Forces are the
-  /// same; which rank holds which particle may differ, also after a restart (splitters are not
-  /// in restart files), so per-rank snapshot layouts are only reproducible with 0.
+  /// same; which rank holds which particle differs from a run with 0 (so do per-rank snapshot
+  /// layouts). Restart files carry the kept splitters (ForceSolver::domain_splitters), so a
+  /// continued run keeps the layouts of the uninterrupted one.
   double domain_tolerance = 0;
   /// ForceSolver::compute_active refits the tree of the last full call to the drifted particles
   /// until a refitted call costs more than this factor times the full call per particle of its
