@@ -32,6 +32,8 @@ import math
 
 import numpy as np
 
+import uniform_cube
+
 KEY_BITS = 21
 
 
@@ -116,8 +118,9 @@ def domains(num_ranks, jitter=0.0, seed=1):
 
 def model(num_ranks, theta, jitter=0.0, seed=1, replicated_depth=0):
     """The angle criterion's partners, from the offsets within the opening distance of every
-    root (`jitter`, `seed`: domains()). `replicated_depth` > 0: every rank also holds that many levels of the others' roots'
-    descendants (a larger replicated top tree), so it asks only when a pair fails below them."""
+    root (`jitter`, `seed`: domains()). `replicated_depth` > 0: every rank also holds that many
+    levels of the others' roots' descendants (a larger replicated top tree), so it asks only when
+    a pair fails below them."""
     fine, coords, owner_of_fine, roots, fine_key = domains(num_ranks, jitter, seed)
 
     def holders(a, level):
@@ -197,8 +200,6 @@ class Relative:
     `coherence_floor`)."""
 
     def __init__(self, particles, tolerance=1e-5, order=7, floor=4.5, coherence_floor=0.3):
-        import uniform_cube
-
         self.particles, self.tolerance, self.order = particles, tolerance, order
         self.floor, self.coherence_floor = floor, coherence_floor
         q = order + 1
@@ -262,7 +263,6 @@ def walk_model(num_ranks, theta, relative=None, jitter=0.0, seed=1, chunk=1 << 2
         root_owner[level][(x * n + y) * n + z] = owner
     codes = []
     # Level 1: every child of the root cell against every other (the root opened itself).
-    side = 2
     cells = np.array([(x, y, z) for x in range(2) for y in range(2) for z in range(2)], dtype=np.int64)
     parent_t = np.repeat(np.arange(8), 8)
     parent_s = np.tile(np.arange(8), 8)
@@ -280,7 +280,8 @@ def walk_model(num_ranks, theta, relative=None, jitter=0.0, seed=1, chunk=1 << 2
         t_all, s_all = t_all[order], s_all[order]
         t_index = (t_all[:, 0] * n + t_all[:, 1]) * n + t_all[:, 2]
         starts = np.flatnonzero(np.r_[True, t_index[1:] != t_index[:-1]])
-        bounds = list(range(0, len(starts), max(1, chunk // max(1, len(t_all) // max(1, len(starts)))))) + [len(starts)]
+        per_target = max(1, len(t_all) // len(starts))
+        bounds = list(range(0, len(starts), max(1, chunk // per_target))) + [len(starts)]
         for lo_start, hi_start in zip(bounds[:-1], bounds[1:]):
             lo = starts[lo_start]
             hi = starts[hi_start] if hi_start < len(starts) else len(t_all)
@@ -318,9 +319,11 @@ def walk_model(num_ranks, theta, relative=None, jitter=0.0, seed=1, chunk=1 << 2
             break
         ot = np.concatenate([o[0] for o in opened_next])
         os_ = np.concatenate([o[1] for o in opened_next])
-        # Children: each child of a against each child of b.
-        ct = (2 * ot[:, None, None, :] + child[None, :, None, :]) + 0 * child[None, None, :, :]
-        cs = (2 * os_[:, None, None, :] + child[None, None, :, :]) + 0 * child[None, :, None, :]
+        # Children: each child of a against each child of b (pairs index [opened pair, a's child,
+        # b's child]).
+        shape = (len(ot), 8, 8, 3)
+        ct = np.broadcast_to(2 * ot[:, None, None, :] + child[None, :, None, :], shape)
+        cs = np.broadcast_to(2 * os_[:, None, None, :] + child[None, None, :, :], shape)
         pairs = (ct.reshape(-1, 3), cs.reshape(-1, 3))
     code = np.unique(np.concatenate(codes)) if codes else np.zeros(0, dtype=np.int64)
     asker, owner = code // num_ranks, code % num_ranks

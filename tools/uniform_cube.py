@@ -90,8 +90,9 @@ def smallest_field(n, seed, softening=1e-3, within=6.0):
     near = np.flatnonzero(np.linalg.norm(rel, axis=1) < within * spacing)
     acc = np.zeros((len(near), 3))
     eps2 = softening * softening
-    for start in range(0, n, 200000):
-        src = pos[start : start + 200000]
+    step = max(1, 20_000_000 // max(1, len(near)))  # the differences below stay near 0.5 GB
+    for start in range(0, n, step):
+        src = pos[start : start + step]
         d = src[None, :, :] - pos[near][:, None, :]
         r2 = np.einsum("ijk,ijk->ij", d, d) + eps2
         acc += np.einsum("ij,ijk->ik", r2**-1.5, d) / n
