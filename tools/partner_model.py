@@ -116,6 +116,19 @@ def domains(num_ranks, jitter=0.0, seed=1):
     return fine, coords, owner_of_fine, roots, fine_key
 
 
+def summary(counts, asked):
+    """What both models report from each rank's partners and asked ranks."""
+    top = np.argsort(-counts)[:4]
+    return {
+        "asked_mean": asked.mean(),
+        "asked_max": asked.max(),
+        "mean": counts.mean(),
+        "max": counts.max(),
+        "median": float(np.median(counts)),
+        "most": [(int(r), int(counts[r])) for r in top],
+    }
+
+
 def model(num_ranks, theta, jitter=0.0, seed=1, replicated_depth=0):
     """The angle criterion's partners, from the offsets within the opening distance of every
     root (`jitter`, `seed`: domains()). `replicated_depth` > 0: every rank also holds that many
@@ -176,16 +189,7 @@ def model(num_ranks, theta, jitter=0.0, seed=1, replicated_depth=0):
             partners[o].add(r)
     counts = np.array([len(p) for p in partners])
     asked = np.array([len(a) for a in asks])
-    top = np.argsort(-counts)[:4]
-    return {
-        "asked_mean": asked.mean(),
-        "asked_max": asked.max(),
-        "mean": counts.mean(),
-        "max": counts.max(),
-        "median": float(np.median(counts)),
-        "most": [(int(r), int(counts[r])) for r in top],
-        "replicated": replicated_records,
-    }
+    return dict(summary(counts, asked), replicated=replicated_records)
 
 
 class Relative:
@@ -330,16 +334,7 @@ def walk_model(num_ranks, theta, relative=None, jitter=0.0, seed=1, chunk=1 << 2
     partner = np.unique(np.concatenate([asker * num_ranks + owner, owner * num_ranks + asker]))
     counts = np.bincount(partner // num_ranks, minlength=num_ranks)
     asked = np.bincount(asker, minlength=num_ranks)
-    top = np.argsort(-counts, kind="stable")[:4]
-    return {
-        "asked_mean": asked.mean(),
-        "asked_max": asked.max(),
-        "mean": counts.mean(),
-        "max": counts.max(),
-        "median": float(np.median(counts)),
-        "most": [(int(r), int(counts[r])) for r in top],
-        "pairs": stats["pairs"],
-    }
+    return dict(summary(counts, asked), pairs=stats["pairs"])
 
 
 def main():
