@@ -102,11 +102,11 @@ View allocate_rows(std::string const& label, std::size_t rows, std::size_t width
 
 /// \brief Byte buffers kept for the life of the Kokkos session and grown on demand, so that
 /// repeated exchanges allocate nothing: device send/receive buffers and their page-locked host
-/// staging copies. Slot `which` (0: send, 1: receive, 2: messages in arrival order) of `Space`.
-/// Released at Kokkos::finalize.
+/// staging copies. Slot `which` (0: send, 1: receive, 2: messages in arrival order, 3: the
+/// sources of exchange_arranged()'s rows) of `Space`. Released at Kokkos::finalize.
 template <class Space>
 struct ReusableBuffers {
-  Kokkos::View<char*, Space> buffers[3];
+  Kokkos::View<char*, Space> buffers[4];
 };
 template <class Space>
 Kokkos::View<char*, Space> reusable_buffer(int which, std::size_t bytes) {
@@ -555,11 +555,14 @@ class ExchangePlan {
     compat::fence(space, "kfmm::exchange_plan (keys arranged)");
     auto const arrangement = arrange();
     detail::RowsThrough<decltype(order), Rows> const self_rows{order, rows, send_self};
+    // The three dependent reads that find a row's source (arrangement, export order, rows) once,
+    // not once per column.
+    auto const sources = detail::typed_buffer<std::int64_t, Memory>(3, num_recv);
+    detail::arrangement_sources(space, arrangement, self_rows, recv_self, recv_self_end, num_recv, sources);
     field = 1;
     auto const arrange_view = [&](auto const& view) {
       for (std::size_t c = 0; c < detail::columns(view); ++c) {
-        detail::arrange_column(space, view, c, arrangement, self_rows, recv_self, recv_self_end, recv, offsets[field],
-                               record, num_recv, scratch);
+        detail::arrange_column(space, view, c, sources, recv, offsets[field], record, num_recv, scratch);
         detail::copy_column_back(space, scratch, c, num_recv, view);
       }
       ++field;

@@ -8,6 +8,7 @@
 #include <kfmm/core/types.hpp>
 
 #include <cstddef>
+#include <cstdint>
 
 namespace kfmm::detail {
 
@@ -55,14 +56,34 @@ struct RowsThrough {
   KOKKOS_INLINE_FUNCTION std::size_t operator()(std::size_t j) const { return std::size_t(rows(order(first + j))); }
 };
 
+/// \brief Where each row j < count of an arrangement comes from, found once for all the columns
+/// arrange_column() arranges: row j takes import arrangement(j), which is record i (i − stay
+/// past the self imports), stored as −1 − (its slot), or for a self import i in [self_begin,
+/// self_end) row self_rows(i − self_begin) of the Views, stored as that row (≥ 0).
+template <class ExecutionSpace, class Arrangement, class SelfRows, class Sources>
+void arrangement_sources(ExecutionSpace const& space, Arrangement const& arrangement, SelfRows const& self_rows,
+                         std::size_t self_begin, std::size_t self_end, std::size_t count, Sources const& sources) {
+  if (count == 0) return;
+  std::size_t const stay = self_end - self_begin;
+  Kokkos::parallel_for(
+      "kfmm::exchange_plan::arrangement_sources", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count),
+      KOKKOS_LAMBDA(std::size_t j) {
+        std::size_t const i = std::size_t(arrangement(j));
+        if (i >= self_begin && i < self_end) {
+          sources(j) = std::int64_t(self_rows(i - self_begin));
+        } else {
+          std::size_t const slot = i < self_begin ? i : i - stay;
+          sources(j) = -1 - std::int64_t(slot);
+        }
+      });
+}
+
 /// \brief Column `column` of rows [0, count) of `view` arranged into `scratch` (words of at
-/// least the value's size): row j takes import arrangement(j), which is record
-/// i (i − stay past the self imports) of `records` at byte `offset`, or for a self import i in
-/// [self_begin, self_end) row self_rows(i − self_begin) of `view` itself. Reads
+/// least the value's size): row j takes row sources(j) of `view` where that is ≥ 0, else record
+/// −1 − sources(j) of `records`, its field at byte `offset` (arrangement_sources()). Reads
 /// `view` only: the caller copies the scratch back once the column is arranged.
-template <class ExecutionSpace, class View, class Arrangement, class SelfRows, class Scratch>
-void arrange_column(ExecutionSpace const& space, View const& view, std::size_t column, Arrangement const& arrangement,
-                    SelfRows const& self_rows, std::size_t self_begin, std::size_t self_end,
+template <class ExecutionSpace, class View, class Sources, class Scratch>
+void arrange_column(ExecutionSpace const& space, View const& view, std::size_t column, Sources const& sources,
                     char const* records, std::size_t offset, std::size_t record_bytes, std::size_t count,
                     Scratch const& scratch) {
   using T = typename View::non_const_value_type;
@@ -71,17 +92,13 @@ void arrange_column(ExecutionSpace const& space, View const& view, std::size_t c
                 "the scratch words must hold one field value");
   if (count == 0) return;
   T* const words = reinterpret_cast<T*>(scratch.data());
-  std::size_t const stay = self_end - self_begin;
   Kokkos::parallel_for(
       "kfmm::exchange_plan::arrange_column", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count),
       KOKKOS_LAMBDA(std::size_t j) {
-        std::size_t const i = std::size_t(arrangement(j));
-        if (i >= self_begin && i < self_end) {
-          words[j] = element(view, std::size_t(self_rows(i - self_begin)), column);
-        } else {
-          std::size_t const slot = i < self_begin ? i : i - stay;
-          words[j] = reinterpret_cast<T const*>(records + slot * record_bytes + offset)[column];
-        }
+        std::int64_t const source = sources(j);
+        words[j] = source >= 0 ? element(view, std::size_t(source), column)
+                               : reinterpret_cast<T const*>(records + std::size_t(-1 - source) * record_bytes +
+                                                            offset)[column];
       });
 }
 
