@@ -236,9 +236,9 @@ class Relative:
     def accept(self, target, offset, angle, size, allowed):
         """Which pairs (target index, offset to the source in cells) pass, given the angle test's
         result `angle` and each target's allowance."""
-        d = np.linalg.norm(offset, axis=1) * size
-        weight = np.where(angle, self.coefficient(size) / np.where(angle, d, 1.0) ** (self.q + 2), 0.0)
-        unit = offset / np.maximum(np.linalg.norm(offset, axis=1), 1e-300)[:, None]
+        cells = np.linalg.norm(offset, axis=1)
+        weight = np.where(angle, self.coefficient(size) / np.where(angle, cells * size, 1.0) ** (self.q + 2), 0.0)
+        unit = offset / np.maximum(cells, 1e-300)[:, None]
         count = len(allowed)
         W = np.bincount(target, weight, count)
         D = np.stack([np.bincount(target, weight * unit[:, k], count) for k in range(3)], axis=1)
@@ -272,7 +272,7 @@ def walk_model(num_ranks, theta, relative=None, jitter=0.0, seed=1, chunk=1 << 2
     parent_s = np.tile(np.arange(8), 8)
     pairs = (cells[parent_t], cells[parent_s])
     child = np.array([(x, y, z) for x in range(2) for y in range(2) for z in range(2)], dtype=np.int64)
-    stats = {"pairs": 0}
+    walked = 0
     for level in range(1, deepest + 1):
         n = 1 << level
         size = 1.0 / n
@@ -301,7 +301,7 @@ def walk_model(num_ranks, theta, relative=None, jitter=0.0, seed=1, chunk=1 << 2
             else:
                 ok = angle
             opened = ~ok
-            stats["pairs"] += len(t)
+            walked += len(t)
             ot, os_ = t[opened], s[opened]
             s_index = (os_[:, 0] * n + os_[:, 1]) * n + os_[:, 2]
             owner = root_owner[level][s_index]
@@ -334,7 +334,7 @@ def walk_model(num_ranks, theta, relative=None, jitter=0.0, seed=1, chunk=1 << 2
     partner = np.unique(np.concatenate([asker * num_ranks + owner, owner * num_ranks + asker]))
     counts = np.bincount(partner // num_ranks, minlength=num_ranks)
     asked = np.bincount(asker, minlength=num_ranks)
-    return dict(summary(counts, asked), pairs=stats["pairs"])
+    return dict(summary(counts, asked), pairs=walked)
 
 
 def main():
