@@ -24,12 +24,20 @@ struct LocalSamples {
   double weight_each = 0;
 };
 
+// Weights are summed in blocks of this many keys, each block in key order by one thread. The
+// quantiles need the prefix sum only at the samples: a search over the block prefixes and a
+// walk inside one block find them, so no pass writes a prefix sum per key, and the sums do
+// not depend on the thread count.
+constexpr std::size_t weight_block = 256;
+
 // Work Views of the sample sort, kept for the Kokkos session and grown with slack, so that a
 // decomposition repeated every step allocates nothing once they are sized.
 struct SampleScratch {
   Kokkos::View<std::uint64_t*, MemorySpace> sorted;
   Kokkos::View<std::size_t*, MemorySpace> permutation;
-  Kokkos::View<double*, MemorySpace> cumulative;
+  Kokkos::View<double*, MemorySpace> block_weight;  // per block, then the exclusive prefix (blocks + 1)
+  Kokkos::View<std::size_t*, MemorySpace> block_descents;
+  Kokkos::View<std::size_t*, MemorySpace> block_bad;  // the first bad weight of the block, else n
   Kokkos::View<std::uint64_t*, MemorySpace> picked;
   Kokkos::View<std::uint64_t*, Kokkos::HostSpace> picked_host;
   KeySorter<MemorySpace, std::size_t> sorter;
@@ -37,16 +45,78 @@ struct SampleScratch {
 
 SampleScratch& sample_scratch() { return session_scratch<SampleScratch>(); }
 
+// One pass over the keys in blocks: per block the descents (keys below their predecessor,
+// when `count_descents`), the first weight that is negative or not finite, and the weight of
+// its keys in order (row i of the weights is `permutation(i)` unless `presorted`). Weights are
+// read only when given.
+void weigh_blocks(ExecutionSpace const& space, Kokkos::View<std::uint64_t const*, MemorySpace> const& keys,
+                  std::size_t n, Kokkos::View<double const*, MemorySpace> const& weights,
+                  Kokkos::View<std::size_t*, MemorySpace> const& permutation, bool presorted, bool count_descents,
+                  SampleScratch const& scratch) {
+  std::size_t const blocks = (n + weight_block - 1) / weight_block;
+  bool const weighted = weights.extent(0) > 0;
+  auto const block_weight = scratch.block_weight;
+  auto const block_descents = scratch.block_descents;
+  auto const block_bad = scratch.block_bad;
+  Kokkos::parallel_for(
+      "kfmm::decomposition::weigh_blocks", Kokkos::RangePolicy<ExecutionSpace>(space, 0, blocks),
+      KOKKOS_LAMBDA(std::size_t b) {
+        std::size_t const begin = b * weight_block;
+        std::size_t const end = begin + weight_block < n ? begin + weight_block : n;
+        std::size_t descents = 0, bad = n;
+        double sum = 0;
+        for (std::size_t i = begin; i < end; ++i) {
+          if (count_descents && i > 0 && keys(i) < keys(i - 1)) ++descents;
+          if (weighted) {
+            double const w = weights(presorted ? i : permutation(i));
+            if ((!(w >= 0) || !compat::math::isfinite(w)) && bad == n) bad = i;
+            sum += w;
+          }
+        }
+        block_descents(b) = descents;
+        block_bad(b) = bad;
+        block_weight(b) = sum;
+      });
+}
+
+// Checks the weights (an error names the first bad one) and takes the samples.
 LocalSamples sample_local_keys(ExecutionSpace const& space, Kokkos::View<std::uint64_t const*, MemorySpace> const& keys,
                                std::size_t n, Kokkos::View<double const*, MemorySpace> const& weights, bool unit_weights,
-                               int samples_per_rank, double& local_weight) {
+                               int samples_per_rank, double& local_weight, std::string& error) {
   SampleScratch& scratch = sample_scratch();
+  std::size_t const blocks = (n + weight_block - 1) / weight_block;
+  grow_preserving(scratch.block_weight, blocks + 1);
+  grow_preserving(scratch.block_descents, std::max<std::size_t>(blocks, 1));
+  grow_preserving(scratch.block_bad, std::max<std::size_t>(blocks, 1));
   // The caller has often sorted the keys already (the solver's decomposition does): then they
-  // are used as they are instead of being copied and sorted again.
-  std::size_t descents = 0;
+  // are used as they are instead of being copied and sorted again. The weights are checked in
+  // the same pass, in the caller's order.
+  Kokkos::View<double const*, MemorySpace> const given =
+      unit_weights ? Kokkos::View<double const*, MemorySpace>() : weights;
+  weigh_blocks(space, keys, n, given, {}, true, true, scratch);
+  std::size_t descents = 0, first_bad = n;
+  auto const block_descents = scratch.block_descents;
+  auto const block_bad = scratch.block_bad;
   Kokkos::parallel_reduce(
-      "kfmm::decomposition::check_sorted", Kokkos::RangePolicy<ExecutionSpace>(space, 1, n > 0 ? n : 1),
-      KOKKOS_LAMBDA(std::size_t i, std::size_t & count) { count += keys(i) < keys(i - 1) ? 1 : 0; }, descents);
+      "kfmm::decomposition::count_descents", Kokkos::RangePolicy<ExecutionSpace>(space, 0, blocks),
+      KOKKOS_LAMBDA(std::size_t b, std::size_t & count) { count += block_descents(b); }, descents);
+  if (given.extent(0) > 0) {
+    Kokkos::parallel_reduce(
+        "kfmm::decomposition::first_bad_weight", Kokkos::RangePolicy<ExecutionSpace>(space, 0, blocks),
+        KOKKOS_LAMBDA(std::size_t b, std::size_t & bad) {
+          if (block_bad(b) < bad) bad = block_bad(b);
+        },
+        Kokkos::Min<std::size_t>(first_bad));
+    if (first_bad < n) {
+      double bad_weight = 0;
+      Kokkos::deep_copy(space, Kokkos::View<double, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(&bad_weight),
+                        Kokkos::subview(weights, first_bad));
+      space.fence();
+      error = fmt::format("choose_splitters: key {} has weight {}; weights must be finite and non-negative", first_bad,
+                          bad_weight);
+      return {};
+    }
+  }
   bool const presorted = descents == 0;
   Kokkos::View<std::uint64_t const*, MemorySpace> sorted = Kokkos::subview(keys, Kokkos::make_pair(std::size_t(0), n));
   Kokkos::View<std::size_t*, MemorySpace> permutation;
@@ -58,22 +128,22 @@ LocalSamples sample_local_keys(ExecutionSpace const& space, Kokkos::View<std::ui
     scratch.sorter.sort(space, scratch.sorted, scratch.permutation, n);
     permutation = scratch.permutation;
     sorted = copy;
+    if (!unit_weights) weigh_blocks(space, sorted, n, weights, permutation, false, false, scratch);
   }
 
-  // Unit weights: the quantiles are ranks, no prefix sum needed. Otherwise cumulative(i) =
-  // weight of sorted keys [0, i].
-  Kokkos::View<double*, MemorySpace> cumulative;
+  // Unit weights: the quantiles are ranks. Otherwise block_weight(b) becomes the weight of the
+  // sorted keys before block b.
+  auto const prefix = scratch.block_weight;
   if (unit_weights) {
     local_weight = double(n);
   } else {
-    grow_preserving(scratch.cumulative, n);
-    cumulative = scratch.cumulative;
     local_weight = 0;
     Kokkos::parallel_scan(
-        "kfmm::decomposition::cumulative_weight", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
-        KOKKOS_LAMBDA(std::size_t i, double& partial, bool final) {
-          partial += weights(presorted ? i : permutation(i));
-          if (final) cumulative(i) = partial;
+        "kfmm::decomposition::block_prefix", Kokkos::RangePolicy<ExecutionSpace>(space, 0, blocks + 1),
+        KOKKOS_LAMBDA(std::size_t b, double& partial, bool final) {
+          double const w = b < blocks ? prefix(b) : 0.0;
+          if (final) prefix(b) = partial;
+          partial += w;
         },
         local_weight);
   }
@@ -90,11 +160,31 @@ LocalSamples sample_local_keys(ExecutionSpace const& space, Kokkos::View<std::ui
       "kfmm::decomposition::pick_samples", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count),
       KOKKOS_LAMBDA(std::size_t s) {
         double const target = (double(s) + 0.5) * total / double(count);
-        // The first i < n − 1 with cumulative(i) > target (else n − 1); with unit weights
-        // cumulative(i) = i + 1, exact in double.
+        // About the first i < n − 1 whose keys [0, i] weigh more than the target (else n − 1);
+        // with unit weights exactly that, i = floor(target).
         std::size_t const last = n - 1;
-        std::size_t const i = unit_weights ? (target < double(last) ? static_cast<std::size_t>(target) : last)
-                                           : upper_bound(cumulative, std::size_t(0), last, target);
+        std::size_t i = last;
+        if (unit_weights) {
+          i = target < double(last) ? static_cast<std::size_t>(target) : last;
+        } else {
+          // The block whose keys take the prefix past the target, then the key inside it (the
+          // last of the block if the walk's rounding never passes the target).
+          std::size_t const b = upper_bound(prefix, std::size_t(1), blocks + 1, target) - 1;
+          if (b < blocks) {
+            std::size_t const begin = b * weight_block;
+            std::size_t const end = begin + weight_block < n ? begin + weight_block : n;
+            double sum = prefix(b);
+            i = end - 1;
+            for (std::size_t k = begin; k < end; ++k) {
+              sum += weights(presorted ? k : permutation(k));
+              if (sum > target) {
+                i = k;
+                break;
+              }
+            }
+            if (i > last) i = last;
+          }
+        }
         picked(s) = sorted(i);
       });
   if (scratch.picked_host.extent(0) < count)
@@ -108,30 +198,16 @@ LocalSamples sample_local_keys(ExecutionSpace const& space, Kokkos::View<std::ui
   return samples;
 }
 
-std::string check_input(ExecutionSpace const& space, Kokkos::View<std::uint64_t const*, MemorySpace> const& keys,
-                        std::size_t n, Kokkos::View<double const*, MemorySpace> const& weights, int samples_per_rank) {
+// The checks that need no pass over the keys (the weights are checked by sample_local_keys).
+std::string check_input(Kokkos::View<std::uint64_t const*, MemorySpace> const& keys, std::size_t n,
+                        Kokkos::View<double const*, MemorySpace> const& weights, int samples_per_rank) {
   if (samples_per_rank < 1)
     return fmt::format("choose_splitters: samples_per_rank = {} must be at least 1", samples_per_rank);
   if (keys.extent(0) < n) return fmt::format("choose_splitters: n = {} exceeds the {} keys given", n, keys.extent(0));
-  if (weights.extent(0) == 0) return {};
-  if (weights.extent(0) < n)
+  if (weights.extent(0) > 0 && weights.extent(0) < n)
     return fmt::format("choose_splitters: {} weights given for n = {} keys; give one weight per key or none",
                        weights.extent(0), n);
-  std::size_t first_bad = 0;  // the reducer starts from its identity (the largest size_t)
-  Kokkos::parallel_reduce(
-      "kfmm::decomposition::check_weights", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
-      KOKKOS_LAMBDA(std::size_t i, std::size_t & bad) {
-        double const w = weights(i);
-        if ((!(w >= 0) || !compat::math::isfinite(w)) && i < bad) bad = i;
-      },
-      Kokkos::Min<std::size_t>(first_bad));
-  if (first_bad >= n) return {};
-  double bad_weight = 0;
-  Kokkos::deep_copy(space, Kokkos::View<double, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(&bad_weight),
-                    Kokkos::subview(weights, first_bad));
-  space.fence();
-  return fmt::format("choose_splitters: key {} has weight {}; weights must be finite and non-negative", first_bad,
-                     bad_weight);
+  return {};
 }
 
 }  // namespace
@@ -142,12 +218,13 @@ std::vector<std::uint64_t> choose_splitters(ExecutionSpace const& space, Context
                                             int samples_per_rank, std::string const& local_error) {
   // A failure (this rank's or its input's) rides on the first gather: the common path makes
   // two collectives, the gather of the per-rank numbers and that of the samples.
-  std::string const error = !local_error.empty() ? local_error : check_input(space, keys, n, weights, samples_per_rank);
+  std::string error = !local_error.empty() ? local_error : check_input(keys, n, weights, samples_per_rank);
   int const ranks = context.size();
   bool unit_weights = weights.extent(0) == 0;
   double local_weight = 0;
   LocalSamples local;
-  if (error.empty()) local = sample_local_keys(space, keys, n, weights, unit_weights, samples_per_rank, local_weight);
+  if (error.empty())
+    local = sample_local_keys(space, keys, n, weights, unit_weights, samples_per_rank, local_weight, error);
   // Per rank: failed, its weight, its number of samples and the weight each stands for.
   auto const gather_numbers = [&] {
     double const mine[4] = {error.empty() ? 0.0 : 1.0, local_weight, double(local.keys.size()), local.weight_each};
@@ -161,7 +238,8 @@ std::vector<std::uint64_t> choose_splitters(ExecutionSpace const& space, Context
   if (failed > 0) agree_on_error(context, error);
   if (!unit_weights && !(total_weight > 0)) {
     unit_weights = true;
-    local = sample_local_keys(space, keys, n, weights, unit_weights, samples_per_rank, local_weight);
+    std::string unused;  // unit weights have nothing to check
+    local = sample_local_keys(space, keys, n, weights, unit_weights, samples_per_rank, local_weight, unused);
     numbers = gather_numbers();
   }
 

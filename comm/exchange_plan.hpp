@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -556,18 +557,26 @@ class ExchangePlan {
     auto const arrangement = arrange();
     detail::RowsThrough<decltype(order), Rows> const self_rows{order, rows, send_self};
     // The three dependent reads that find a row's source (arrangement, export order, rows) once,
-    // not once per column.
-    auto const sources = detail::typed_buffer<std::int64_t, Memory>(3, num_recv);
-    detail::arrangement_sources(space, arrangement, self_rows, recv_self, recv_self_end, num_recv, sources);
-    field = 1;
-    auto const arrange_view = [&](auto const& view) {
-      for (std::size_t c = 0; c < detail::columns(view); ++c) {
-        detail::arrange_column(space, view, c, sources, recv, offsets[field], record, num_recv, scratch);
-        detail::copy_column_back(space, scratch, c, num_recv, view);
-      }
-      ++field;
+    // not once per column; in 32 bits where the rows and records fit.
+    auto const arrange_all = [&](auto index) {
+      using Index = decltype(index);
+      auto const sources = detail::typed_buffer<Index, Memory>(3, num_recv);
+      detail::arrangement_sources(space, arrangement, self_rows, recv_self, recv_self_end, num_recv, sources);
+      field = 1;
+      auto const arrange_view = [&](auto const& view) {
+        for (std::size_t c = 0; c < detail::columns(view); ++c) {
+          detail::arrange_column(space, view, c, sources, recv, offsets[field], record, num_recv, scratch);
+          detail::copy_column_back(space, scratch, c, num_recv, view);
+        }
+        ++field;
+      };
+      (arrange_view(views), ...);
     };
-    (arrange_view(views), ...);
+    std::size_t const largest_row = std::max({num_recv, std::size_t(views.extent(0))...});
+    if (largest_row <= std::size_t(std::numeric_limits<std::int32_t>::max()))
+      arrange_all(std::int32_t());
+    else
+      arrange_all(std::int64_t());
     compat::fence(space, "kfmm::exchange_plan (records arranged)");
   }
 

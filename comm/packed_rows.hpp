@@ -59,21 +59,23 @@ struct RowsThrough {
 /// \brief Where each row j < count of an arrangement comes from, found once for all the columns
 /// arrange_column() arranges: row j takes import arrangement(j), which is record i (i − stay
 /// past the self imports), stored as −1 − (its slot), or for a self import i in [self_begin,
-/// self_end) row self_rows(i − self_begin) of the Views, stored as that row (≥ 0).
+/// self_end) row self_rows(i − self_begin) of the Views, stored as that row (≥ 0). Sources hold
+/// a signed integer wide enough for both (32 bits where they fit: every column reads them).
 template <class ExecutionSpace, class Arrangement, class SelfRows, class Sources>
 void arrangement_sources(ExecutionSpace const& space, Arrangement const& arrangement, SelfRows const& self_rows,
                          std::size_t self_begin, std::size_t self_end, std::size_t count, Sources const& sources) {
   if (count == 0) return;
+  using Index = typename Sources::non_const_value_type;
   std::size_t const stay = self_end - self_begin;
   Kokkos::parallel_for(
       "kfmm::exchange_plan::arrangement_sources", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count),
       KOKKOS_LAMBDA(std::size_t j) {
         std::size_t const i = std::size_t(arrangement(j));
         if (i >= self_begin && i < self_end) {
-          sources(j) = std::int64_t(self_rows(i - self_begin));
+          sources(j) = Index(self_rows(i - self_begin));
         } else {
           std::size_t const slot = i < self_begin ? i : i - stay;
-          sources(j) = -1 - std::int64_t(slot);
+          sources(j) = Index(-1 - std::int64_t(slot));
         }
       });
 }
@@ -95,7 +97,7 @@ void arrange_column(ExecutionSpace const& space, View const& view, std::size_t c
   Kokkos::parallel_for(
       "kfmm::exchange_plan::arrange_column", Kokkos::RangePolicy<ExecutionSpace>(space, 0, count),
       KOKKOS_LAMBDA(std::size_t j) {
-        std::int64_t const source = sources(j);
+        std::int64_t const source = std::int64_t(sources(j));
         words[j] = source >= 0 ? element(view, std::size_t(source), column)
                                : reinterpret_cast<T const*>(records + std::size_t(-1 - source) * record_bytes +
                                                             offset)[column];

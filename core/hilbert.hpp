@@ -8,6 +8,7 @@
 /// octree cell is one contiguous key range.
 #include <kfmm/core/error.hpp>
 #include <kfmm/core/kernel_shape.hpp>
+#include <kfmm/core/kokkos_compat.hpp>
 #include <kfmm/core/types.hpp>
 
 #include <algorithm>
@@ -56,23 +57,62 @@ inline BoundingCube cube_from_bounds(double const lo[3], double const hi[3]) {
   return cube;
 }
 
+namespace detail {
+
+/// Lowest and highest coordinate along each axis.
+struct AxisRanges {
+  double lo[3], hi[3];
+};
+
+/// The reduction of compute_bounds(): all three axes in one pass over the positions. A functor
+/// with init/join because a reduction over a struct needs them.
+template <class Positions>
+struct RangesOf {
+  using value_type = AxisRanges;
+  Positions pos;
+
+  KOKKOS_FUNCTION void operator()(std::size_t i, value_type& r) const {
+    for (int k = 0; k < 3; ++k) {
+      double const x = pos(i, k);
+      if (x < r.lo[k]) r.lo[k] = x;
+      if (x > r.hi[k]) r.hi[k] = x;
+    }
+  }
+  KOKKOS_FUNCTION void init(value_type& r) const {
+    for (int k = 0; k < 3; ++k) {
+      r.lo[k] = Kokkos::reduction_identity<double>::min();
+      r.hi[k] = Kokkos::reduction_identity<double>::max();
+    }
+  }
+  KOKKOS_FUNCTION void join(value_type& into, value_type const& from) const {
+    for (int k = 0; k < 3; ++k) {
+      if (from.lo[k] < into.lo[k]) into.lo[k] = from.lo[k];
+      if (from.hi[k] > into.hi[k]) into.hi[k] = from.hi[k];
+    }
+  }
+#if KFMM_KOKKOS_NEEDS_VOLATILE_JOIN
+  KOKKOS_FUNCTION void join(volatile value_type& into, volatile value_type const& from) const {
+    for (int k = 0; k < 3; ++k) {
+      if (from.lo[k] < into.lo[k]) into.lo[k] = from.lo[k];
+      if (from.hi[k] > into.hi[k]) into.hi[k] = from.hi[k];
+    }
+  }
+#endif
+};
+
+}  // namespace detail
+
 /// \brief Componentwise minimum and maximum of the first `n` positions (on this rank).
 /// An empty range gives lo = +DBL_MAX, hi = −DBL_MAX, the identities of a global MIN/MAX reduction.
 template <class ExecutionSpace, class Memory>
 void compute_bounds(ExecutionSpace const& space, Vec3View<double, Memory> const& pos, std::size_t n, double lo[3],
                     double hi[3]) {
+  detail::AxisRanges ranges;
+  Kokkos::parallel_reduce("kfmm::hilbert::bounds", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+                          detail::RangesOf<Vec3View<double, Memory>>{pos}, ranges);
   for (int k = 0; k < 3; ++k) {
-    Kokkos::MinMaxScalar<double> range;
-    Kokkos::parallel_reduce(
-        "kfmm::hilbert::bounds", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
-        KOKKOS_LAMBDA(std::size_t i, Kokkos::MinMaxScalar<double> & update) {
-          double const x = pos(i, k);
-          if (x < update.min_val) update.min_val = x;
-          if (x > update.max_val) update.max_val = x;
-        },
-        Kokkos::MinMax<double>(range));
-    lo[k] = range.min_val;
-    hi[k] = range.max_val;
+    lo[k] = ranges.lo[k];
+    hi[k] = ranges.hi[k];
   }
 }
 
@@ -117,32 +157,37 @@ KOKKOS_INLINE_FUNCTION void hilbert_keys_lanes(std::uint32_t const* ix, std::uin
     z[l] = iz[l] & max_grid_coordinate;
   }
   // Inverse undo of the excess work, for each axis a in turn (x, y, z): where bit q of a is
-  // set, invert the low bits of x; elsewhere exchange the low bits of x and a.
+  // set, invert the low bits of x; elsewhere exchange the low bits of x and a. With d = x ^ a
+  // and s the mask of bit q of a, both cases are x ^= p & (s | d), a ^= p & d & ~s; the mask is
+  // bit q shifted to the sign and spread by an arithmetic shift.
   for (int bit = key_bits_per_axis - 1; bit > 0; --bit) {
     std::uint32_t const p = (std::uint32_t(1) << bit) - 1;
+    int const up = 31 - bit;
     for (int l = 0; l < W; ++l) {
       std::uint32_t u = x[l], v = y[l], w = z[l];
-      u ^= p & (0u - ((u >> bit) & 1u));  // axis x itself: an exchange with itself is nothing
-      std::uint32_t set = 0u - ((v >> bit) & 1u);
-      u ^= p & set;
-      std::uint32_t t = (u ^ v) & p & ~set;
-      u ^= t;
-      v ^= t;
-      set = 0u - ((w >> bit) & 1u);
-      u ^= p & set;
-      t = (u ^ w) & p & ~set;
-      u ^= t;
-      w ^= t;
+      u ^= p & std::uint32_t(std::int32_t(u << up) >> 31);  // axis x itself: an exchange with itself is nothing
+      std::uint32_t set = std::uint32_t(std::int32_t(v << up) >> 31);
+      std::uint32_t d = u ^ v;
+      u ^= p & (set | d);
+      v ^= p & d & ~set;
+      set = std::uint32_t(std::int32_t(w << up) >> 31);
+      d = u ^ w;
+      u ^= p & (set | d);
+      w ^= p & d & ~set;
       x[l] = u;
       y[l] = v;
       z[l] = w;
     }
   }
   for (int l = 0; l < W; ++l) {
-    // Gray encode.
+    // Gray encode; bit q of t is the parity of the bits of w above q (a prefix xor).
     std::uint32_t const u = x[l], v = y[l] ^ u, w = z[l] ^ v;
-    std::uint32_t t = 0;
-    for (int bit = key_bits_per_axis - 1; bit > 0; --bit) t ^= ((std::uint32_t(1) << bit) - 1) & (0u - ((w >> bit) & 1u));
+    std::uint32_t t = w >> 1;
+    t ^= t >> 1;
+    t ^= t >> 2;
+    t ^= t >> 4;
+    t ^= t >> 8;
+    t ^= t >> 16;
     keys[l] = detail::spread_bits(u ^ t) << 2 | detail::spread_bits(v ^ t) << 1 | detail::spread_bits(w ^ t);
   }
 }
@@ -200,8 +245,9 @@ KOKKOS_INLINE_FUNCTION GridPoint cell_corner(std::uint64_t key, int level) {
   return corner;
 }
 
-/// \brief compute_keys() with W points per thread: W = 16 lets the key computation vectorise
-/// on CPUs (see hilbert_keys_lanes), W = 1 is one thread per particle (the GPU shape). Idle lanes
+/// \brief compute_keys() with W points per thread: W = 64 lets the key computation vectorise
+/// on CPUs with several vectors in flight (see hilbert_keys_lanes), W = 1 is one thread per
+/// particle (the GPU shape). Idle lanes
 /// of the last block repeat its first point. Public so that tests run both shapes anywhere.
 template <int W, class ExecutionSpace, class Memory>
 void compute_keys_in_lanes(ExecutionSpace const& space, BoundingCube const& cube, Vec3View<double, Memory> const& pos,
@@ -238,10 +284,10 @@ void compute_keys_in_lanes(ExecutionSpace const& space, BoundingCube const& cube
       });
 }
 
-/// Lanes per thread of compute_keys() on ExecSpace now: 16 in the CPU shape, 1 in the GPU shape.
+/// Lanes per thread of compute_keys() on ExecSpace now: 64 in the CPU shape, 1 in the GPU shape.
 template <class ExecSpace>
 int hilbert_key_lanes() {
-  return use_gpu_shape<ExecSpace>() ? 1 : 16;
+  return use_gpu_shape<ExecSpace>() ? 1 : 64;
 }
 
 /// \brief Writes the Hilbert keys of the first `n` positions into `keys` (extent ≥ n).
@@ -249,7 +295,7 @@ template <class ExecutionSpace, class Memory>
 void compute_keys(ExecutionSpace const& space, BoundingCube const& cube, Vec3View<double, Memory> const& pos,
                   std::size_t n, Kokkos::View<std::uint64_t*, Memory> const& keys) {
   if constexpr (!gpu_shaped_kernels<ExecutionSpace>())
-    if (!use_gpu_shape<ExecutionSpace>()) return compute_keys_in_lanes<16>(space, cube, pos, n, keys);
+    if (!use_gpu_shape<ExecutionSpace>()) return compute_keys_in_lanes<64>(space, cube, pos, n, keys);
   compute_keys_in_lanes<1>(space, cube, pos, n, keys);
 }
 

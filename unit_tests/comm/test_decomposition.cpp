@@ -1,4 +1,5 @@
 #include <kfmm/comm/decomposition.hpp>
+#include <kfmm/comm/gathered_samples.hpp>
 
 #include <device_views.hpp>
 
@@ -159,6 +160,56 @@ TEST_F(DecompositionTest, PresortedKeysGiveTheSameSplitters) {
   auto const presorted =
       kfmm::choose_splitters(kfmm::ExecutionSpace(), context, device_view(sorted_keys, "keys"), n, device_view(sorted_weights, "weights"));
   EXPECT_EQ(presorted, shuffled);
+}
+
+// The weighted samples are the keys at equal quantiles of each rank's weight: with integer
+// weights every prefix sum is exact, so the splitters must equal those of a plain host
+// reference (a prefix sum per key, then the documented cut), also where a quantile falls
+// inside a block of keys summed together and for a key count that is not a multiple of it.
+TEST_F(DecompositionTest, WeightedSamplesAreTheExactQuantiles) {
+  std::size_t const n = 20011 + 97 * std::size_t(rank);
+  auto keys = uniform_keys(n, 500 + rank);
+  std::sort(keys.begin(), keys.end());
+  std::mt19937_64 random(600 + rank);
+  std::vector<double> weights(n);
+  for (auto& w : weights) w = double(random() % 10);  // zeros too
+  auto const splitters = kfmm::choose_splitters(kfmm::ExecutionSpace(), context, device_view(keys, "keys"), n,
+                                                device_view(weights, "weights"), 256);
+
+  int const count = 256;
+  std::vector<double> cumulative(n);
+  std::partial_sum(weights.begin(), weights.end(), cumulative.begin());
+  double const total = cumulative.back();
+  std::vector<std::uint64_t> mine(count);
+  for (int s = 0; s < count; ++s) {
+    double const target = (double(s) + 0.5) * total / double(count);
+    std::size_t i = 0;
+    while (i < n - 1 && !(cumulative[i] > target)) ++i;
+    mine[s] = keys[i];
+  }
+  std::vector<std::uint64_t> all_keys(std::size_t(count) * ranks);
+  std::vector<double> each(ranks);
+  double const weight_each = total / count;
+  MPI_Allgather(mine.data(), count, MPI_UINT64_T, all_keys.data(), count, MPI_UINT64_T, context.comm());
+  MPI_Allgather(&weight_each, 1, MPI_DOUBLE, each.data(), 1, MPI_DOUBLE, context.comm());
+  std::vector<kfmm::GatheredSample> samples;
+  std::vector<std::size_t> offsets;
+  for (int r = 0; r < ranks; ++r) {
+    offsets.push_back(samples.size());
+    for (int s = 0; s < count; ++s) samples.emplace_back(all_keys[std::size_t(r) * count + s], each[r]);
+  }
+  offsets.push_back(samples.size());
+  kfmm::order_gathered_samples(samples, offsets);
+  double sample_total = 0;
+  for (auto const& sample : samples) sample_total += sample.second;
+  std::vector<std::uint64_t> expected(ranks - 1, samples.back().first);
+  double before = 0;
+  int next = 1;
+  for (auto const& sample : samples) {
+    while (next < ranks && before >= sample_total * next / ranks) expected[next++ - 1] = sample.first;
+    before += sample.second;
+  }
+  EXPECT_EQ(splitters, expected);
 }
 
 TEST_F(DecompositionTest, AllParticlesStartingOnOneRank) {

@@ -161,13 +161,13 @@ TEST(Hilbert, ComputeKeysMatchesTheScalarFunctions) {
   }
 }
 
-// Both shapes of compute_keys (16 lanes per thread on CPUs, one thread per particle on GPUs)
+// Both shapes of compute_keys (64 lanes per thread on CPUs, one thread per particle on GPUs)
 // give the same keys, also for a count that is not a multiple of the lane width, for NaN and for
 // points outside the cube.
 TEST(Hilbert, LaneAndPerParticleShapesGiveTheSameKeys) {
   std::mt19937_64 random(13);
   std::normal_distribution<double> normal(0, 5);
-  std::size_t const n = 1000 * 16 + 7;
+  std::size_t const n = 250 * 64 + 7;
   kfmm::Vec3View<double> pos("pos", n + 3);
   auto pos_host = Kokkos::create_mirror_view(pos);
   for (std::size_t i = 0; i < n + 3; ++i)
@@ -181,12 +181,12 @@ TEST(Hilbert, LaneAndPerParticleShapesGiveTheSameKeys) {
   kfmm::ExecutionSpace space;
   double const lo[3] = {-40, -40, -40}, hi[3] = {40, 40, 40};
   auto const cube = kfmm::cube_from_bounds(lo, hi);
-  for (std::size_t count : {n, std::size_t(1), std::size_t(15), std::size_t(17)}) {
+  for (std::size_t count : {n, std::size_t(1), std::size_t(15), std::size_t(17), std::size_t(63), std::size_t(65)}) {
     SCOPED_TRACE(testing::Message() << "n = " << count);
     Kokkos::View<std::uint64_t*, kfmm::MemorySpace> lanes("lanes", n + 3), single("single", n + 3), chosen("chosen", n + 3);
     Kokkos::deep_copy(lanes, 7);  // past `count` must stay untouched
     Kokkos::deep_copy(single, 7);
-    kfmm::compute_keys_in_lanes<16>(space, cube, pos, count, lanes);
+    kfmm::compute_keys_in_lanes<64>(space, cube, pos, count, lanes);
     kfmm::compute_keys_in_lanes<1>(space, cube, pos, count, single);
     kfmm::compute_keys(space, cube, pos, count, chosen);
     auto const a = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), lanes);
@@ -207,7 +207,7 @@ TEST(Hilbert, LaneAndPerParticleShapesGiveTheSameKeys) {
   for (auto shape : {kfmm::KernelShape::Cpu, kfmm::KernelShape::Gpu}) {
     kfmm::ScopedKernelShape const scope(shape);
     bool const gpu = shape == kfmm::KernelShape::Gpu || kfmm::gpu_shaped_kernels<kfmm::ExecutionSpace>();
-    EXPECT_EQ(kfmm::hilbert_key_lanes<kfmm::ExecutionSpace>(), gpu ? 1 : 16) << kfmm::to_string(shape);
+    EXPECT_EQ(kfmm::hilbert_key_lanes<kfmm::ExecutionSpace>(), gpu ? 1 : 64) << kfmm::to_string(shape);
   }
 }
 
